@@ -1,0 +1,124 @@
+"""The database: engine creation (SQLite or PostgreSQL), Alembic migrations, and sessions."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+from sqlmodel import Session, create_engine
+
+from cairn.errors import StorageError
+
+__all__ = ["Database", "alembic_config", "create_db_engine", "normalise_url"]
+
+log = logging.getLogger(__name__)
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def normalise_url(url: str) -> str:
+    """Pick Cairn's driver for a URL: ``postgresql://`` uses psycopg 3, SQLite stays as it is."""
+    parsed = make_url(url)
+    if parsed.drivername in {"postgresql", "postgres"}:
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def create_db_engine(url: str) -> Engine:
+    """An engine for ``url``; SQLite gets WAL, a busy timeout and foreign keys."""
+    url = normalise_url(url)
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets the frontend read while a worker writes; busy_timeout waits out a writer
+    # instead of failing at once with "database is locked".
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def alembic_config(url: str) -> AlembicConfig:
+    """An Alembic config pointing at Cairn's migrations and ``url``."""
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", normalise_url(url).replace("%", "%%"))
+    return cfg
+
+
+class Database:
+    """One database: its engine, its migrations, and short-lived sessions."""
+
+    def __init__(self, url: str) -> None:
+        self.url = normalise_url(url)
+        try:
+            self.engine = create_db_engine(self.url)
+        except Exception as exc:  # a malformed URL or a missing driver
+            raise StorageError(f"cannot use database {self.safe_url}: {exc}") from exc
+
+    @property
+    def safe_url(self) -> str:
+        """The URL with any password hidden, for messages and logs."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    @property
+    def is_sqlite(self) -> bool:
+        """True for the embedded SQLite default."""
+        return self.engine.dialect.name == "sqlite"
+
+    def current_revision(self) -> str | None:
+        """The migration revision the database is at (None when it is empty)."""
+        with self.engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+
+    def head_revision(self) -> str | None:
+        """The newest migration Cairn ships."""
+        return ScriptDirectory.from_config(alembic_config(self.url)).get_current_head()
+
+    def migrate(self) -> None:
+        """Bring the schema up to the newest migration; raises StorageError if it cannot."""
+        cfg = alembic_config(self.url)
+        try:
+            with self.engine.begin() as conn:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+        except OperationalError as exc:
+            raise StorageError(
+                f"cannot migrate database {self.safe_url}: {exc.orig}. "
+                "Check CAIRN_DATABASE_URL and that the server is up."
+            ) from exc
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session that commits when the block ends and rolls back if it raises."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()

@@ -1,0 +1,340 @@
+"""The schema: SQLModel tables shared by the frontends, the workers, memory and memos.
+
+Schema changes go through Alembic migrations in ``cairn/db/migrations`` only; a test compares
+these models with the migrated database so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, Column, DateTime, Index, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+__all__ = [
+    "AgentRow",
+    "AgentSession",
+    "Artifact",
+    "EventKind",
+    "EventStatus",
+    "MemoReceipt",
+    "MemoRow",
+    "MemoryOutbox",
+    "MemoryRow",
+    "MemoryUse",
+    "OutboundMessage",
+    "OutboundStatus",
+    "Reaction",
+    "SessionEvent",
+    "Tenant",
+    "utcnow",
+]
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC (the only clock the schema uses)."""
+    return datetime.now(UTC)
+
+
+def _json() -> Any:
+    return Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+class EventKind(StrEnum):
+    """What a session event records."""
+
+    MESSAGE = "message"  # a person's message, as received
+    REACTION = "reaction"  # a reaction added or removed on a message of the thread
+    TOOL_CALL = "tool_call"  # the agent asked for a tool, logged before it runs
+    TOOL_RESULT = "tool_result"  # what the tool returned
+    REPLY = "reply"  # what the bot says, logged before it is posted
+    NOTICE = "notice"  # a bot notice such as "remembered: ..."
+    ERROR = "error"  # a failure the session recorded instead of silence
+
+
+class EventStatus(StrEnum):
+    """Where an inbound event stands; only inbound kinds move beyond ``done``."""
+
+    PENDING = "pending"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class OutboundStatus(StrEnum):
+    """Delivery state of a message the bot wants to post."""
+
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+
+
+class Tenant(SQLModel, table=True):
+    """A hard partition: one Slack workspace, one Matrix homeserver, or the console."""
+
+    __tablename__ = "tenant"
+
+    id: str = Field(primary_key=True, max_length=200)
+    platform: str = Field(max_length=32)
+    name: str = Field(default="", max_length=200)
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+
+
+class AgentRow(SQLModel, table=True):
+    """An agent (persona) of a tenant; its memory scope is keyed by its name."""
+
+    __tablename__ = "agent"
+    __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_agent_tenant_name"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant_id: str = Field(foreign_key="tenant.id", max_length=200)
+    name: str = Field(max_length=64)
+    description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    instructions: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+
+
+class AgentSession(SQLModel, table=True):
+    """One chat thread (Slack thread, Matrix thread, console thread) is one agent session."""
+
+    __tablename__ = "agent_session"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "channel", "thread_ref", name="uq_session_thread"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant_id: str = Field(foreign_key="tenant.id", max_length=200, index=True)
+    platform: str = Field(max_length=32)
+    channel: str = Field(max_length=200)
+    thread_ref: str = Field(max_length=200)
+    agent: str = Field(max_length=64)
+    status: str = Field(default="open", max_length=16)
+    last_seq: int = Field(default=0)
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+    updated_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+    ended_at: datetime | None = Field(
+        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+    )
+
+
+class SessionEvent(SQLModel, table=True):
+    """The durable, append-only event log of a session; each row is written before it acts."""
+
+    __tablename__ = "session_event"
+    __table_args__ = (
+        UniqueConstraint("session_id", "seq", name="uq_event_seq"),
+        UniqueConstraint("tenant_id", "event_ref", name="uq_event_ref"),
+        UniqueConstraint("tenant_id", "message_ref", name="uq_event_message_ref"),
+        Index("ix_event_pending", "session_id", "status"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="agent_session.id")
+    tenant_id: str = Field(max_length=200)
+    seq: int
+    kind: str = Field(max_length=16)
+    status: str = Field(default=EventStatus.DONE, max_length=16)
+    # Platform ids used for dedupe: the event id, and "channel:ts" for a message, so that
+    # Slack's app_mention + message double delivery and retries collapse into one row.
+    event_ref: str | None = Field(default=None, max_length=300)
+    message_ref: str | None = Field(default=None, max_length=300)
+    user: str = Field(default="", max_length=200)
+    agent: str = Field(default="", max_length=64)
+    text: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    data: dict[str, Any] = _json()
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+
+
+class OutboundMessage(SQLModel, table=True):
+    """A message the bot posts, kept in an outbox so a task that runs twice posts once."""
+
+    __tablename__ = "outbound_message"
+    __table_args__ = (
+        UniqueConstraint("cause_event_id", "seq", name="uq_outbound_cause_seq"),
+        Index("ix_outbound_pending", "status", "platform"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="agent_session.id", index=True)
+    cause_event_id: int = Field(foreign_key="session_event.id")
+    seq: int = Field(default=0)
+    tenant_id: str = Field(max_length=200)
+    platform: str = Field(max_length=32)
+    channel: str = Field(max_length=200)
+    thread_ref: str = Field(max_length=200)
+    kind: str = Field(default="reply", max_length=16)
+    agent: str = Field(default="", max_length=64)
+    text: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    data: dict[str, Any] = _json()
+    status: str = Field(default=OutboundStatus.PENDING, max_length=16)
+    attempts: int = Field(default=0)
+    last_error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    message_ref: str | None = Field(default=None, max_length=300, index=True)
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+    sent_at: datetime | None = Field(
+        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+    )
+
+
+class MemoryRow(SQLModel, table=True):
+    """A long-term memory, scoped by tenant (always) and by agent, channel, user, thread."""
+
+    __tablename__ = "memory"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "scope_key", "content_hash", name="uq_memory_dedupe"),
+        Index("ix_memory_scope", "tenant_id", "agent", "retracted"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant_id: str = Field(foreign_key="tenant.id", max_length=200)
+    agent: str | None = Field(default=None, max_length=64)
+    channel: str | None = Field(default=None, max_length=200)
+    user_id: str | None = Field(default=None, max_length=200)
+    thread_ref: str | None = Field(default=None, max_length=200)
+    visibility: str = Field(default="private", max_length=16)
+    scope_key: str = Field(max_length=600)
+    kind: str = Field(default="fact", max_length=16)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    content_hash: str = Field(max_length=64)
+    source_platform: str = Field(default="", max_length=32)
+    source_channel: str = Field(default="", max_length=200)
+    source_thread: str = Field(default="", max_length=200)
+    source_message: str = Field(default="", max_length=300)
+    author: str = Field(default="", max_length=200)
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+    updated_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+    last_recalled_at: datetime | None = Field(
+        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+    )
+    recall_count: int = Field(default=0)
+    validity: float = Field(default=0.0)
+    usefulness: float = Field(default=0.0)
+    confirmed: bool = Field(default=False)
+    tier: str = Field(default="hot", max_length=8)
+    retracted: bool = Field(default=False)
+    retracted_at: datetime | None = Field(
+        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+    )
+    retracted_by: str = Field(default="", max_length=200)
+    retraction_reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+
+
+class MemoryOutbox(SQLModel, table=True):
+    """Pending vector-index work, written in the memory's own transaction (see ADR 0003)."""
+
+    __tablename__ = "memory_outbox"
+
+    id: int | None = Field(default=None, primary_key=True)
+    memory_id: int = Field(foreign_key="memory.id", index=True)
+    op: str = Field(default="upsert", max_length=16)
+    attempts: int = Field(default=0)
+    last_error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+
+
+class MemoryUse(SQLModel, table=True):
+    """Which memories a bot message showed, used or announced; reactions act on these."""
+
+    __tablename__ = "memory_use"
+    __table_args__ = (
+        UniqueConstraint("outbound_id", "memory_id", "role", name="uq_memory_use"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    outbound_id: int = Field(foreign_key="outbound_message.id", index=True)
+    memory_id: int = Field(foreign_key="memory.id", index=True)
+    role: str = Field(max_length=16)  # shown | used | announced
+
+
+class Reaction(SQLModel, table=True):
+    """A person's reaction on a bot message, and what it did, so removal can undo it exactly."""
+
+    __tablename__ = "reaction"
+    __table_args__ = (
+        UniqueConstraint("outbound_id", "user", "emoji", name="uq_reaction_once"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant_id: str = Field(max_length=200)
+    outbound_id: int = Field(foreign_key="outbound_message.id", index=True)
+    user: str = Field(max_length=200)
+    emoji: str = Field(max_length=100)
+    effect: str = Field(max_length=16)
+    event_ref: str | None = Field(default=None, max_length=300, index=True)
+    data: dict[str, Any] = _json()
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+    removed_at: datetime | None = Field(
+        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+    )
+
+
+class MemoRow(SQLModel, table=True):
+    """A memo from an agent or a person to one agent (or ``*``: all agents of the tenant)."""
+
+    __tablename__ = "memo"
+    __table_args__ = (Index("ix_memo_inbox", "tenant_id", "recipient"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant_id: str = Field(foreign_key="tenant.id", max_length=200)
+    sender: str = Field(max_length=200)
+    recipient: str = Field(max_length=64)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    priority: int = Field(default=0)
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+    expires_at: datetime | None = Field(
+        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+    )
+
+
+class MemoReceipt(SQLModel, table=True):
+    """Read / acknowledged state of a memo for one recipient agent."""
+
+    __tablename__ = "memo_receipt"
+    __table_args__ = (UniqueConstraint("memo_id", "agent", name="uq_memo_receipt"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    memo_id: int = Field(foreign_key="memo.id", index=True)
+    agent: str = Field(max_length=64)
+    read_at: datetime | None = Field(
+        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+    )
+    acked_at: datetime | None = Field(
+        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+    )
+
+
+class Artifact(SQLModel, table=True):
+    """Content-addressed full text of distilled tool output or pasted logs."""
+
+    __tablename__ = "artifact"
+
+    sha256: str = Field(primary_key=True, max_length=64)
+    tenant_id: str = Field(max_length=200, index=True)
+    kind: str = Field(default="text", max_length=32)
+    content: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )

@@ -1,0 +1,31 @@
+"""The few named errors Cairn raises, each with a message a person can act on."""
+
+from __future__ import annotations
+
+
+class CairnError(Exception):
+    """Base class of every error Cairn raises on purpose."""
+
+
+class ConfigError(CairnError):
+    """A setting is missing, malformed or contradicts another; the message names the variable."""
+
+
+class StorageError(CairnError):
+    """The database could not be reached, migrated or written."""
+
+
+class InvalidInput(CairnError):
+    """A message, memory or command was rejected before anything was stored."""
+
+
+class LLMError(CairnError):
+    """The language model could not answer (after retries, where retrying makes sense)."""
+
+
+class LLMAuthError(LLMError):
+    """The language model rejected the credentials; retrying will not help."""
+
+
+class QueueError(CairnError):
+    """The task queue (broker) could not take or deliver work."""

@@ -1,0 +1,139 @@
+"""The small protocol every language model adapter implements, and the data it speaks.
+
+The shapes follow the Messages API (content blocks, tool_use / tool_result), because it is the
+richest of the wire formats Cairn speaks; other adapters translate to and from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "LLM",
+    "Block",
+    "LLMRequest",
+    "LLMResponse",
+    "Message",
+    "TextBlock",
+    "ToolResultBlock",
+    "ToolSpec",
+    "ToolUseBlock",
+    "Usage",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TextBlock:
+    """Plain text from a person or the model."""
+
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUseBlock:
+    """The model asks for a tool to run with ``input``."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+    type: Literal["tool_use"] = "tool_use"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultBlock:
+    """What a tool returned, sent back to the model under the id of its ``tool_use``."""
+
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+    type: Literal["tool_result"] = "tool_result"
+
+
+Block = TextBlock | ToolUseBlock | ToolResultBlock
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One turn of the conversation sent to the model."""
+
+    role: Literal["user", "assistant"]
+    content: tuple[Block, ...]
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        """A user turn holding one text block."""
+        return cls("user", (TextBlock(text),))
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined, tool blocks left out."""
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool the model may call: a name, what it does, and a JSON Schema for its input."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class LLMRequest:
+    """One call to the model.
+
+    ``system`` is the stable prefix (instructions, tool rules) that prompt caching can reuse;
+    ``context`` is the per-turn part of the system prompt (checkpoint, recalled memories,
+    memos) that changes from turn to turn and therefore comes after the cached prefix.
+    """
+
+    system: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    context: str = ""
+    max_tokens: int = 1024
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens the call consumed, as the provider reported them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LLMResponse:
+    """The model's answer: content blocks and why it stopped."""
+
+    content: tuple[Block, ...]
+    stop_reason: str = "end_turn"
+    model: str = ""
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined."""
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock)).strip()
+
+    @property
+    def tool_uses(self) -> tuple[ToolUseBlock, ...]:
+        """The tool calls the model asked for, in order."""
+        return tuple(b for b in self.content if isinstance(b, ToolUseBlock))
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A language model. Implementations raise LLMError (or LLMAuthError) on failure."""
+
+    name: str
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        """Answer ``request``; may ask for tools through ``tool_use`` blocks."""
+        ...
