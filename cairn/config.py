@@ -110,6 +110,20 @@ class Settings(BaseSettings):
     )
     recall_k: int = Field(default=5, ge=1, le=100, validation_alias=_env("CAIRN_RECALL_K"))
     reply_timeout: float = Field(default=180.0, gt=0, validation_alias=_env("CAIRN_REPLY_TIMEOUT"))
+    confirm_emoji: list[str] = Field(
+        default=["white_check_mark", "heavy_check_mark"], validation_alias=_env("CAIRN_CONFIRM_EMOJI")
+    )
+    retract_emoji: list[str] = Field(
+        default=["x", "wastebasket", "no_entry_sign"], validation_alias=_env("CAIRN_RETRACT_EMOJI")
+    )
+    useful_emoji: list[str] = Field(
+        default=["+1", "heart", "tada"], validation_alias=_env("CAIRN_USEFUL_EMOJI")
+    )
+    not_useful_emoji: list[str] = Field(
+        default=["-1"], validation_alias=_env("CAIRN_NOT_USEFUL_EMOJI")
+    )
+    admins: list[str] = Field(default=[], validation_alias=_env("CAIRN_ADMINS"))
+    lock_ttl: float = Field(default=900.0, gt=0, validation_alias=_env("CAIRN_LOCK_TTL"))
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="WARNING", validation_alias=_env("CAIRN_LOG_LEVEL")
     )
@@ -164,6 +178,18 @@ class Settings(BaseSettings):
         if self.llm == "auto":
             return "anthropic" if self.anthropic_api_key else "offline"
         return self.llm
+
+    def reaction_effect(self, emoji: str) -> str | None:
+        """What a reaction means: confirm, retract, useful, not_useful, or None (ignored)."""
+        for effect, names in (
+            ("confirm", self.confirm_emoji),
+            ("retract", self.retract_emoji),
+            ("useful", self.useful_emoji),
+            ("not_useful", self.not_useful_emoji),
+        ):
+            if emoji in names:
+                return effect
+        return None
 
     def redacted(self) -> dict[str, Any]:
         """Every setting by its variable name, secrets shown as ``***``, for ``cairn config``."""

@@ -227,6 +227,7 @@ class MemoryRow(SQLModel, table=True):
     validity: float = Field(default=0.0)
     usefulness: float = Field(default=0.0)
     confirmed: bool = Field(default=False)
+    disputes: int = Field(default=0)
     tier: str = Field(default="hot", max_length=8)
     retracted: bool = Field(default=False)
     retracted_at: datetime | None = Field(

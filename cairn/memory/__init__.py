@@ -1,0 +1,6 @@
+"""Memory: the scoped long-term store and the per-session context engine."""
+
+from cairn.memory.scope import Scope, Source, Visibility
+from cairn.memory.store import Memory, MemoryStore, Recalled, Remembered
+
+__all__ = ["Memory", "MemoryStore", "Recalled", "Remembered", "Scope", "Source", "Visibility"]

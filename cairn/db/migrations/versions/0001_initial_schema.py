@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-29 17:47:20.802971
+Create Date: 2026-11-29 17:49:03.257959
 """
 
 from collections.abc import Sequence
@@ -107,6 +107,7 @@ def upgrade() -> None:
     sa.Column('validity', sa.Float(), nullable=False),
     sa.Column('usefulness', sa.Float(), nullable=False),
     sa.Column('confirmed', sa.Boolean(), nullable=False),
+    sa.Column('disputes', sa.Integer(), nullable=False),
     sa.Column('tier', sqlmodel.sql.sqltypes.AutoString(length=8), nullable=False),
     sa.Column('retracted', sa.Boolean(), nullable=False),
     sa.Column('retracted_at', sa.DateTime(timezone=True), nullable=True),

@@ -1,0 +1,280 @@
+"""The console frontend: a chat thread in the terminal, or a scripted one on standard input.
+
+Each line is a message from the current user in the current thread, unless it starts with
+``/`` (see ``/help``). Replies are read back from the outbox, so the console shows exactly what
+a Slack or Matrix thread would receive, in-process or through Celery workers alike.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from sqlmodel import col, select
+
+from cairn.bot.emoji import emoji_name
+from cairn.bot.events import ChatEvent, EventType
+from cairn.bot.ingest import Admission, ingest
+from cairn.db.models import EventStatus, OutboundMessage, OutboundStatus, SessionEvent, utcnow
+from cairn.errors import CairnError
+from cairn.memory.events import EventLog
+from cairn.runtime import Runtime
+from cairn.workers.dispatch import Dispatcher
+
+__all__ = ["COMMANDS", "Console"]
+
+PLATFORM = "console"
+CHANNEL = "console"
+
+COMMANDS = """\
+/thread NAME     switch to thread NAME (each thread is its own session)
+/user NAME       speak as NAME from now on
+/agent NAME      address agent NAME from now on
+/react EMOJI     react to the bot's last message in this thread (e.g. /react +1, /react x)
+/unreact EMOJI   remove that reaction again
+/paste           start a multi-line message; /end sends it
+/help            this list
+/quit            leave (end of input works too)"""
+
+
+@dataclass
+class _State:
+    thread: str
+    user: str
+    agent: str
+    last_bot_message: dict[str, str] = field(default_factory=dict)
+    paste: list[str] | None = None
+
+
+class Console:
+    """One console conversation, writing bot output to ``out`` (text, or JSON lines)."""
+
+    def __init__(
+        self,
+        rt: Runtime,
+        dispatcher: Dispatcher,
+        *,
+        out: TextIO = sys.stdout,
+        err: TextIO = sys.stderr,
+        as_json: bool = False,
+        interactive: bool = False,
+        thread: str = "main",
+        user: str | None = None,
+        agent: str | None = None,
+    ) -> None:
+        self.rt = rt
+        self.dispatcher = dispatcher
+        self.log = EventLog(rt.db)
+        self.out, self.err = out, err
+        self.as_json = as_json
+        self.interactive = interactive
+        self.state = _State(thread, user or _login_name(), agent or rt.settings.agent)
+
+    @property
+    def tenant(self) -> str:
+        """The console's tenant (CAIRN_CONSOLE_TENANT)."""
+        return self.rt.settings.console_tenant
+
+    # --- the loop -----------------------------------------------------------------------
+
+    def run(self, lines: Iterable[str]) -> int:
+        """Handle ``lines`` until /quit or the end; returns the process exit code."""
+        self._deliver_leftovers()
+        failures = 0
+        if self.interactive:
+            self._hint(f"Cairn console: thread '{self.state.thread}', you are "
+                       f"{self.state.user}. /help lists commands, /quit leaves.")
+            self._prompt()
+        for raw in lines:
+            line = raw.rstrip("\n")
+            try:
+                if not self.handle(line):
+                    break
+            except CairnError as exc:
+                failures += 1
+                self._emit("error", str(exc))
+            if self.interactive:
+                self._prompt()
+        if self.state.paste is not None:
+            self._emit("error", "input ended inside /paste; that message was not sent")
+            failures += 1
+        return 1 if failures and not self.interactive else 0
+
+    def handle(self, line: str) -> bool:
+        """Handle one line; returns False when the conversation should end."""
+        if self.state.paste is not None:
+            if line.strip() == "/end":
+                text, self.state.paste = "\n".join(self.state.paste), None
+                self.say(text)
+            else:
+                self.state.paste.append(line)
+            return True
+        stripped = line.strip()
+        if not stripped:
+            return True
+        if stripped.startswith("/") and not stripped.startswith("//"):
+            return self._command(stripped)
+        self.say(stripped.removeprefix("/"))
+        return True
+
+    def _command(self, line: str) -> bool:
+        name, _, arg = line[1:].partition(" ")
+        arg = arg.strip()
+        if name in {"quit", "exit"}:
+            return False
+        if name == "help":
+            self._hint(COMMANDS)
+        elif name == "paste":
+            self.state.paste = []
+            self._hint("pasting: end with /end on a line of its own")
+        elif name in {"thread", "user", "agent"}:
+            if not arg:
+                raise CairnError(f"/{name} needs a name, e.g. /{name} ops")
+            setattr(self.state, name, arg)
+            self._hint(f"{name} is now {arg}")
+        elif name in {"react", "unreact"}:
+            if not arg:
+                raise CairnError(f"/{name} needs an emoji, e.g. /{name} +1")
+            self.react(arg, removed=name == "unreact")
+        else:
+            raise CairnError(f"unknown command /{name}; /help lists the commands")
+        return True
+
+    # --- messages and reactions ---------------------------------------------------------
+
+    def say(self, text: str) -> None:
+        """Send ``text`` as the current user and print what the bot answers."""
+        event = ChatEvent(
+            platform=PLATFORM,
+            tenant=self.tenant,
+            channel=CHANNEL,
+            thread=self.state.thread,
+            user=self.state.user,
+            text=text,
+            event_id=uuid.uuid4().hex,
+            agent=self.state.agent,
+        )
+        result = ingest(self.log, event, agent=self.rt.settings.agent,
+                        max_chars=self.rt.settings.max_message_chars)
+        if result.admission is Admission.QUEUED and result.session_id is not None:
+            self.dispatcher.submit(result.session_id)
+            self._await(result.event_row)
+
+    def react(self, emoji: str, *, removed: bool = False) -> None:
+        """React to (or un-react from) the bot's last message in this thread."""
+        target = self.state.last_bot_message.get(self.state.thread)
+        if target is None:
+            raise CairnError("there is no bot message in this thread to react to yet")
+        name = emoji_name(emoji)
+        event = ChatEvent(
+            platform=PLATFORM,
+            tenant=self.tenant,
+            channel=CHANNEL,
+            thread=self.state.thread,
+            user=self.state.user,
+            type=EventType.REACTION_REMOVED if removed else EventType.REACTION_ADDED,
+            event_id=uuid.uuid4().hex,
+            reaction=name,
+            target_id=target,
+        )
+        result = ingest(self.log, event, agent=self.rt.settings.agent,
+                        max_chars=self.rt.settings.max_message_chars)
+        effect = self.rt.settings.reaction_effect(name)
+        if result.admission is not Admission.QUEUED or result.session_id is None:
+            self._emit("reaction", f":{name}: {result.admission.value}", emoji=name,
+                       effect=effect, status=result.admission.value)
+            return
+        self.dispatcher.submit(result.session_id)
+        acks = self._await(result.event_row, quiet_kinds={"ack"})
+        status = "handled" if effect else "ignored"
+        text = acks[0] if acks else f":{name}: {status}"
+        self._emit("reaction", text, emoji=name, effect=effect, status=status,
+                   removed=removed)
+
+    def _await(self, event_row: int | None, quiet_kinds: set[str] | None = None) -> list[str]:
+        """Wait until the event is handled, then print its outbound messages."""
+        if event_row is None:
+            return []
+        deadline = time.monotonic() + self.rt.settings.reply_timeout
+        delay = 0.02
+        while True:
+            with self.rt.db.session() as s:
+                row = s.get(SessionEvent, event_row)
+                if row is not None and row.status != EventStatus.PENDING:
+                    break
+            if time.monotonic() > deadline:
+                raise CairnError(
+                    f"no answer within {self.rt.settings.reply_timeout:.0f}s "
+                    "(CAIRN_REPLY_TIMEOUT); is a worker running? It will be shown when it comes."
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.25)
+        return self._deliver(cause=event_row, quiet_kinds=quiet_kinds or set())
+
+    def _deliver(self, *, cause: int | None, quiet_kinds: set[str]) -> list[str]:
+        with self.rt.db.session() as s:
+            query = select(OutboundMessage).where(
+                OutboundMessage.platform == PLATFORM,
+                OutboundMessage.tenant_id == self.tenant,
+                OutboundMessage.status == OutboundStatus.PENDING,
+            )
+            if cause is not None:
+                query = query.where(OutboundMessage.cause_event_id == cause)
+            pending = s.exec(query.order_by(col(OutboundMessage.id))).all()
+            quiet: list[str] = []
+            for message in pending:
+                message.status = OutboundStatus.SENT
+                message.sent_at = utcnow()
+                message.message_ref = f"console:{message.id}"
+                s.add(message)
+                if message.kind in quiet_kinds:
+                    quiet.append(message.text)
+                    continue
+                if message.kind != "ack":
+                    self.state.last_bot_message[message.thread_ref] = message.message_ref
+                failed = message.kind == "error"  # the bot's apology is still a reply
+                self._emit("reply" if failed else message.kind, message.text, id=message.id,
+                           thread=message.thread_ref, agent=message.agent,
+                           **({"failed": True} if failed else {}))
+        return quiet
+
+    def _deliver_leftovers(self) -> None:
+        """Show replies that a previous run produced but never printed."""
+        self._deliver(cause=None, quiet_kinds=set())
+
+    # --- output -------------------------------------------------------------------------
+
+    def _emit(self, kind: str, text: str, **fields: Any) -> None:
+        if self.as_json:
+            record = {"type": kind, "text": text, "thread": self.state.thread, **fields}
+            self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        elif kind == "reply":
+            self.out.write(f"{fields.get('agent') or 'cairn'}> {text}\n")
+        elif kind == "error":
+            self.err.write(f"error: {text}\n")
+        else:
+            self.out.write(f"  [{kind}] {text}\n")
+        self.out.flush()
+
+    def _hint(self, text: str) -> None:
+        if self.interactive and not self.as_json:
+            self.err.write(text + "\n")
+            self.err.flush()
+
+    def _prompt(self) -> None:
+        if not self.as_json:
+            self.err.write(f"{self.state.user}@{self.state.thread}> ")
+            self.err.flush()
+
+
+def _login_name() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "you"

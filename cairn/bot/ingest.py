@@ -1,0 +1,106 @@
+"""Taking an event in: validate, dedupe, write it durably to its session's log, then enqueue.
+
+The database's unique constraints on (tenant, event id) and (tenant, message id) are the
+dedupe of record: a retried or double-delivered event finds its row already there. The
+in-memory / Redis dedupe in :mod:`cairn.bot.dedupe` only saves the round trip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import select
+
+from cairn.bot.events import ChatEvent, EventType
+from cairn.db.models import EventKind, EventStatus, OutboundMessage
+from cairn.memory.events import EventLog, ThreadRef
+
+__all__ = ["Admission", "Ingested", "ingest"]
+
+
+class Admission(StrEnum):
+    """What became of an incoming event."""
+
+    QUEUED = "queued"  # written to the log; a worker must handle it
+    DUPLICATE = "duplicate"  # seen before: nothing written, nothing to do
+    IGNORED = "ignored"  # not for us (e.g. a reaction on a message that isn't the bot's)
+
+
+@dataclass(frozen=True, slots=True)
+class Ingested:
+    """The outcome of :func:`ingest`."""
+
+    admission: Admission
+    session_id: int | None = None
+    event_row: int | None = None
+
+
+def ingest(log: EventLog, event: ChatEvent, *, agent: str, max_chars: int) -> Ingested:
+    """Validate ``event`` and append it to its session's log as pending work.
+
+    Raises InvalidInput for an empty, oversized or malformed event (nothing is written).
+    """
+    event = event.validated(max_chars)
+    if event.type is EventType.MESSAGE:
+        return _message(log, event, agent)
+    return _reaction(log, event)
+
+
+def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
+    ref = ThreadRef(event.platform, event.tenant, event.channel, event.thread)
+    session = log.open_session(ref, event.agent or default_agent)
+    assert session.id is not None
+    try:
+        with log.db.session() as s:
+            row = log.append_in(
+                s,
+                session.id,
+                event.tenant,
+                EventKind.MESSAGE,
+                text=event.text,
+                status=EventStatus.PENDING if event.addressed else EventStatus.DONE,
+                user=event.user,
+                agent=event.agent or session.agent,
+                event_ref=event.event_id or None,
+                message_ref=f"{event.channel}:{event.message_id}" if event.message_id else None,
+                data={"mentions": list(event.mentions), "addressed": event.addressed},
+            )
+    except IntegrityError:
+        return Ingested(Admission.DUPLICATE, session.id)
+    admission = Admission.QUEUED if event.addressed else Admission.IGNORED
+    return Ingested(admission, session.id, row.id)
+
+
+def _reaction(log: EventLog, event: ChatEvent) -> Ingested:
+    with log.db.session() as s:
+        target = s.exec(
+            select(OutboundMessage).where(
+                OutboundMessage.tenant_id == event.tenant,
+                OutboundMessage.message_ref == event.target_id,
+            )
+        ).first()
+    if target is None:
+        return Ingested(Admission.IGNORED)  # not a message of ours: ignored quietly
+    try:
+        with log.db.session() as s:
+            row = log.append_in(
+                s,
+                target.session_id,
+                event.tenant,
+                EventKind.REACTION,
+                text=event.reaction or "",
+                status=EventStatus.PENDING,
+                user=event.user,
+                event_ref=event.event_id or None,
+                data={
+                    "emoji": event.reaction,
+                    "target": event.target_id,
+                    "outbound_id": target.id,
+                    "removed": event.type is EventType.REACTION_REMOVED,
+                },
+            )
+    except IntegrityError:
+        return Ingested(Admission.DUPLICATE, target.session_id)
+    return Ingested(Admission.QUEUED, target.session_id, row.id)

@@ -1,0 +1,274 @@
+"""The ``cairn`` command: chat in the terminal, run the frontends, run workers, administer.
+
+Every subcommand reads the settings once (environment, then cairn.toml) and stops with a clear
+message naming the variable when one is missing or contradictory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from importlib.metadata import version
+from typing import Any, TypeVar
+
+import click
+
+from cairn.config import Settings, get_settings
+from cairn.errors import CairnError, ConfigError
+
+__all__ = ["main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EPILOG = """\b
+Quick start (no setup, no network):
+  cairn chat                  chat with the bot in this terminal
+  echo "remember the VPN is vpn.example.com" | cairn chat --json
+\b
+Configuration comes from environment variables and an optional cairn.toml
+(see `cairn config`); CAIRN_HOME (default ~/.cairn) holds the data.
+"""
+
+
+def _settings() -> Settings:
+    get_settings.cache_clear()
+    settings = get_settings()
+    logging.basicConfig(
+        level=settings.log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return settings
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Turn Cairn's named errors into one clear line and exit code 2 (config) or 1."""
+    try:
+        yield
+    except ConfigError as exc:
+        click.echo(f"cairn: {exc}", err=True)
+        sys.exit(2)
+    except CairnError as exc:
+        click.echo(f"cairn: {exc}", err=True)
+        sys.exit(1)
+
+
+@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(version("cairn-bot"), prog_name="cairn")
+def main() -> None:
+    """Cairn: a chat-ops bot for Slack and Matrix whose agents remember."""
+
+
+@main.command()
+@click.option("--thread", default="main", show_default=True, help="Thread to start in.")
+@click.option("--user", default=None, help="Who is speaking (default: your login name).")
+@click.option("--agent", default=None, help="Agent to address (default: CAIRN_AGENT).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per bot output.")
+def chat(thread: str, user: str | None, agent: str | None, as_json: bool) -> None:
+    """Chat with Cairn in this terminal (a console thread).
+
+    \b
+    On a terminal it is interactive. Otherwise it reads one message per line from standard
+    input, so a conversation can be scripted:
+      printf 'remember deploys are frozen until Monday\\n/thread b\\nare deploys frozen?\\n' \\
+        | cairn chat --json
+    \b
+    Lines starting with / are commands: /thread NAME, /user NAME, /agent NAME, /react EMOJI,
+    /unreact EMOJI, /paste ... /end (a multi-line message), /help, /quit.
+    With CAIRN_BROKER_URL set, messages are handled by `cairn worker` processes.
+    """
+    from cairn.bot.console import Console
+
+    with _errors():
+        settings = _settings()
+        rt, dispatcher = _start(settings)
+        try:
+            console = Console(
+                rt,
+                dispatcher,
+                as_json=as_json,
+                interactive=sys.stdin.isatty(),
+                thread=thread,
+                user=user,
+                agent=agent,
+            )
+            code = console.run(_lines())
+        finally:
+            dispatcher.close()
+            rt.close()
+    sys.exit(code)
+
+
+def _lines() -> Iterator[str]:
+    if sys.stdin.isatty():
+        while True:
+            try:
+                yield input()
+            except EOFError:
+                return
+            except KeyboardInterrupt:
+                click.echo("", err=True)
+                return
+    else:
+        yield from sys.stdin
+
+
+def _start(settings: Settings) -> tuple[Any, Any]:
+    """Build the runtime and dispatcher, and re-queue work a crash left pending."""
+    from cairn.memory.events import EventLog
+    from cairn.runtime import build_runtime, reset_runtime
+    from cairn.workers.dispatch import CeleryDispatcher, Dispatcher, InProcessDispatcher
+
+    rt = build_runtime(settings)
+    reset_runtime(rt)  # in-process tasks use this very runtime
+    dispatcher: Dispatcher
+    if settings.broker_url:
+        dispatcher = CeleryDispatcher(settings.broker_url)
+    else:
+        dispatcher = InProcessDispatcher()
+    for session_id in EventLog(rt.db).sessions_with_pending():
+        dispatcher.submit(session_id)
+    return rt, dispatcher
+
+
+@main.command()
+def run() -> None:
+    """Start every configured frontend (the console when none is configured).
+
+    \b
+    Slack is configured by SLACK_BOT_TOKEN plus SLACK_APP_TOKEN or SLACK_SIGNING_SECRET;
+    Matrix by MATRIX_HOMESERVER, MATRIX_USER_ID and a password or access token.
+    """
+    with _errors():
+        settings = _settings()
+        wanted = []
+        if settings.slack_bot_token:
+            wanted.append("Slack")
+        if settings.matrix_homeserver:
+            wanted.append("Matrix")
+        if wanted:
+            raise CairnError(
+                f"the {' and '.join(wanted)} frontend is not part of this release yet; "
+                "unset its variables to use the console, or run `cairn chat`"
+            )
+    ctx = click.get_current_context()
+    ctx.invoke(chat)
+
+
+@main.command()
+@click.option("--concurrency", "-c", default=2, show_default=True, help="Parallel tasks.")
+@click.option("--loglevel", "-l", default="INFO", show_default=True)
+@click.option("--pool", default=None, help="Celery pool (default: threads with local Qdrant).")
+def worker(concurrency: int, loglevel: str, pool: str | None) -> None:
+    """Run a Celery worker that handles sessions queued on CAIRN_BROKER_URL.
+
+    With the embedded Qdrant folder (no CAIRN_QDRANT_URL) the worker uses a thread pool,
+    because only one process may open that folder; with a Qdrant server it forks.
+    """
+    with _errors():
+        settings = _settings()
+        if not settings.broker_url:
+            raise ConfigError(
+                "CAIRN_BROKER_URL is not set: without a broker, `cairn chat` and `cairn run` "
+                "handle messages in-process and no worker is needed"
+            )
+        from cairn.db import Database
+
+        db = Database(settings.effective_database_url)
+        db.migrate()
+        db.dispose()
+        from cairn.workers.app import configure_celery
+
+        app = configure_celery(settings)
+        chosen = pool or ("prefork" if settings.qdrant_url else "threads")
+        app.worker_main(
+            ["worker", f"--loglevel={loglevel}", f"--concurrency={concurrency}",
+             f"--pool={chosen}", "--queues=cairn", "--without-gossip", "--without-mingle"]
+        )
+
+
+@main.command()
+def migrate() -> None:
+    """Create or upgrade the database schema to this version (safe to run repeatedly)."""
+    from cairn.db import Database
+
+    with _errors():
+        settings = _settings()
+        db = Database(settings.effective_database_url)
+        before = db.current_revision()
+        db.migrate()
+        click.echo(f"database {db.safe_url}: {before or 'empty'} -> {db.current_revision()}")
+
+
+@main.command("config")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def show_config(as_json: bool) -> None:
+    """Show the effective settings (secrets masked) and where they came from."""
+    from cairn.config import config_file
+
+    with _errors():
+        settings = _settings()
+        shown = settings.redacted()
+        shown["(database)"] = settings.effective_database_url
+        shown["(vectors)"] = settings.qdrant_url or str(settings.qdrant_path)
+        shown["(llm)"] = settings.llm_provider
+        shown["(config file)"] = str(config_file() or "none")
+        if as_json:
+            click.echo(json.dumps(shown, indent=2, default=str))
+            return
+        width = max(len(k) for k in shown)
+        for key, value in shown.items():
+            click.echo(f"{key:<{width}}  {value}")
+
+
+@main.group()
+def memory() -> None:
+    """Look into long-term memory."""
+
+
+@memory.command("list")
+@click.option("--tenant", default=None, help="Tenant (default: the console's).")
+@click.option("--agent", default=None, help="Agent (default: CAIRN_AGENT).")
+@click.option("--limit", default=50, show_default=True)
+@click.option("--all", "include_retracted", is_flag=True, help="Include retracted memories.")
+def memory_list(tenant: str | None, agent: str | None, limit: int,
+                include_retracted: bool) -> None:
+    """List the newest memories an agent can see."""
+    from cairn.memory import Scope
+    from cairn.runtime import build_runtime
+
+    with _errors():
+        settings = _settings()
+        rt = build_runtime(settings)
+        scope = Scope(tenant or settings.console_tenant, agent or settings.agent)
+        for m in rt.memory.list(scope, limit=limit, include_retracted=include_retracted):
+            flags = " (retracted)" if m.retracted else (" (confirmed)" if m.confirmed else "")
+            click.echo(f"#{m.id} [{m.kind}/{m.visibility}] {m.text}{flags}")
+        rt.close()
+
+
+@memory.command("recall")
+@click.argument("query")
+@click.option("--tenant", default=None, help="Tenant (default: the console's).")
+@click.option("--agent", default=None, help="Agent (default: CAIRN_AGENT).")
+@click.option("-k", default=5, show_default=True)
+def memory_recall(query: str, tenant: str | None, agent: str | None, k: int) -> None:
+    """Show what recall finds for QUERY, with scores."""
+    from cairn.memory import Scope
+    from cairn.runtime import build_runtime
+
+    with _errors():
+        settings = _settings()
+        rt = build_runtime(settings)
+        scope = Scope(tenant or settings.console_tenant, agent or settings.agent)
+        for r in rt.memory.recall(query, scope, k):
+            click.echo(f"{r.score:.3f}  #{r.memory.id} {r.memory.text}")
+        rt.close()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

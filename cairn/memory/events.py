@@ -1,0 +1,159 @@
+"""The durable, append-only event log of each session, and the sessions themselves.
+
+Every incoming message and reaction, tool call, tool result and reply is a row here, committed
+before it is acted on. Sequence numbers are allocated by an atomic ``UPDATE ... RETURNING`` on
+the session row, so concurrent writers (frontend and worker) never collide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from cairn.db import Database
+from cairn.db.models import AgentSession, EventStatus, SessionEvent, Tenant, utcnow
+
+__all__ = ["EventLog", "ThreadRef"]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadRef:
+    """Which thread a session is: platform, tenant, channel and thread id."""
+
+    platform: str
+    tenant: str
+    channel: str
+    thread: str
+
+
+class EventLog:
+    """Sessions and their event logs in the database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def open_session(self, ref: ThreadRef, agent: str) -> AgentSession:
+        """The session of ``ref``, created (with its tenant) on first use."""
+        for _ in range(3):
+            with self.db.session() as s:
+                found = s.exec(
+                    select(AgentSession).where(
+                        AgentSession.tenant_id == ref.tenant,
+                        AgentSession.channel == ref.channel,
+                        AgentSession.thread_ref == ref.thread,
+                    )
+                ).first()
+                if found is not None:
+                    return found
+            try:
+                with self.db.session() as s:
+                    if s.get(Tenant, ref.tenant) is None:
+                        s.add(Tenant(id=ref.tenant, platform=ref.platform))
+                        s.flush()
+                    row = AgentSession(
+                        tenant_id=ref.tenant,
+                        platform=ref.platform,
+                        channel=ref.channel,
+                        thread_ref=ref.thread,
+                        agent=agent,
+                    )
+                    s.add(row)
+                    s.flush()
+                    return row
+            except IntegrityError:
+                continue  # created concurrently: read it on the next pass
+        raise RuntimeError(f"could not open the session of {ref}")
+
+    @staticmethod
+    def append_in(
+        s: Session,
+        session_id: int,
+        tenant: str,
+        kind: str,
+        *,
+        text: str = "",
+        status: str = EventStatus.DONE,
+        user: str = "",
+        agent: str = "",
+        event_ref: str | None = None,
+        message_ref: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> SessionEvent:
+        """Append an event inside the caller's transaction and return it (id assigned)."""
+        seq = s.exec(
+            update(AgentSession)
+            .where(col(AgentSession.id) == session_id)
+            .values(last_seq=AgentSession.last_seq + 1, updated_at=utcnow())
+            .returning(AgentSession.last_seq)
+        ).scalar_one()
+        event = SessionEvent(
+            session_id=session_id,
+            tenant_id=tenant,
+            seq=seq,
+            kind=kind,
+            status=status,
+            text=text,
+            user=user,
+            agent=agent,
+            event_ref=event_ref,
+            message_ref=message_ref,
+            data=data or {},
+        )
+        s.add(event)
+        s.flush()
+        return event
+
+    def append(self, session_id: int, tenant: str, kind: str, **fields: Any) -> SessionEvent:
+        """Append an event in its own transaction (committed when this returns)."""
+        with self.db.session() as s:
+            return self.append_in(s, session_id, tenant, kind, **fields)
+
+    def next_pending(self, session_id: int) -> SessionEvent | None:
+        """The oldest event of the session still waiting to be handled."""
+        with self.db.session() as s:
+            return s.exec(
+                select(SessionEvent)
+                .where(
+                    SessionEvent.session_id == session_id,
+                    SessionEvent.status == EventStatus.PENDING,
+                )
+                .order_by(col(SessionEvent.seq))
+            ).first()
+
+    def sessions_with_pending(self) -> list[int]:
+        """Ids of sessions that have events waiting (for recovery after a crash)."""
+        with self.db.session() as s:
+            ids = s.exec(
+                select(SessionEvent.session_id)
+                .where(SessionEvent.status == EventStatus.PENDING)
+                .distinct()
+            ).all()
+            return sorted(ids)
+
+    def session(self, session_id: int) -> AgentSession:
+        """The session row; raises KeyError when it does not exist."""
+        with self.db.session() as s:
+            row = s.get(AgentSession, session_id)
+            if row is None:
+                raise KeyError(session_id)
+            return row
+
+    def event(self, event_id: int) -> SessionEvent | None:
+        """One event by its row id."""
+        with self.db.session() as s:
+            return s.get(SessionEvent, event_id)
+
+    def events(self, session_id: int) -> list[SessionEvent]:
+        """Every event of a session, in order."""
+        with self.db.session() as s:
+            return list(
+                s.exec(
+                    select(SessionEvent)
+                    .where(SessionEvent.session_id == session_id)
+                    .order_by(col(SessionEvent.seq))
+                ).all()
+            )

@@ -1,0 +1,52 @@
+"""Lexical terms of a text and their sparse-vector encoding (term hashing, BM25-like weights).
+
+Qdrant applies the IDF part (``Modifier.IDF``); this module supplies saturated term frequency,
+so a sparse dot product behaves like BM25 without a vocabulary to keep in sync.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+import zlib
+from collections import Counter
+
+__all__ = ["sparse_vector", "terms"]
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_K1 = 1.2
+STOPWORDS = frozenset(
+    """a an and are as at be but by do does did for from has have he her his i if in into is it
+    its me my no not of on or our she so that the their them then there these they this to us
+    was we were what when where which who why will with you your about know tell remember
+    recall anything something please can could would should""".split()
+)
+
+
+def _fold(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def _stem(word: str) -> str:
+    # A light plural/verb-suffix strip: enough for "deploys" ~ "deploy", cheap and predictable.
+    for suffix in ("ies", "es", "s", "ing", "ed"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+def terms(text: str) -> list[str]:
+    """The searchable terms of ``text``: case- and accent-folded, stopwords dropped, stemmed."""
+    return [_stem(w) for w in _WORD.findall(_fold(text)) if w not in STOPWORDS]
+
+
+def sparse_vector(text: str) -> tuple[list[int], list[float]]:
+    """Indices and weights of ``text``'s terms; empty lists when it has none."""
+    weights: dict[int, float] = {}
+    for term, tf in Counter(terms(text)).items():
+        index = zlib.crc32(term.encode()) & 0x7FFFFFFF
+        # Two terms hashing alike share a slot; Qdrant rejects repeated indices.
+        weights[index] = weights.get(index, 0.0) + tf * (_K1 + 1) / (tf + _K1)
+    ordered = sorted(weights)
+    return ordered, [weights[i] for i in ordered]

@@ -1,0 +1,127 @@
+"""The parts of a running Cairn, wired from the settings: database, memory, LLM, locks, queue.
+
+Frontends and workers build one :class:`Runtime` per process. Workers build theirs lazily, on
+the first task, so that a forked worker never inherits its parent's connections.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import redis
+
+from cairn.config import Settings, get_settings
+from cairn.db import Database
+from cairn.errors import ConfigError, StorageError
+from cairn.memory import MemoryStore
+from cairn.memory.index import QdrantIndex, VectorIndex
+from cairn.workers.locks import LocalLocks, RedisLocks, SessionLocks
+
+if TYPE_CHECKING:
+    from cairn.workers.llm.base import LLM
+
+__all__ = ["Runtime", "build_runtime", "get_runtime", "reset_runtime"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    """Everything a frontend or worker needs, built once per process."""
+
+    settings: Settings
+    db: Database
+    memory: MemoryStore
+    locks: SessionLocks
+    redis: redis.Redis | None = None
+    _llm: LLM | None = field(default=None, repr=False)
+
+    @property
+    def llm(self) -> LLM:
+        """The configured language model (Anthropic with a key, else offline), built once."""
+        if self._llm is None:
+            self._llm = build_llm(self.settings)
+        return self._llm
+
+    def close(self) -> None:
+        """Release connections (the database pool, Redis, a Qdrant server client)."""
+        if self.memory.index is not None:
+            self.memory.index.close()
+        if self.redis is not None:
+            self.redis.close()
+        self.db.dispose()
+
+
+def build_llm(settings: Settings) -> LLM:
+    """The LLM adapter the settings ask for."""
+    if settings.llm_provider == "anthropic":
+        from cairn.workers.llm.anthropic import AnthropicLLM
+
+        return AnthropicLLM.from_settings(settings)
+    from cairn.workers.llm.offline import OfflineLLM
+
+    return OfflineLLM()
+
+
+def build_index(settings: Settings) -> VectorIndex:
+    """Qdrant at CAIRN_QDRANT_URL, or local mode in CAIRN_HOME."""
+    if settings.qdrant_url:
+        key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+        return QdrantIndex(url=settings.qdrant_url, api_key=key)
+    return QdrantIndex(path=settings.qdrant_path)
+
+
+def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
+    """Wire a runtime from ``settings``; migrates the database first unless told not to.
+
+    Raises StorageError when the database is unreachable or behind, ConfigError for settings
+    that only fail when used (an unreachable Redis).
+    """
+    settings.home_dir.mkdir(parents=True, exist_ok=True)
+    db = Database(settings.effective_database_url)
+    if migrate:
+        db.migrate()
+    elif db.current_revision() != db.head_revision():
+        raise StorageError(
+            f"database {db.safe_url} is at revision {db.current_revision()}, "
+            f"Cairn needs {db.head_revision()}: run `cairn migrate`"
+        )
+    client: redis.Redis | None = None
+    locks: SessionLocks = LocalLocks()
+    url = settings.effective_redis_url
+    if url:
+        client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+        try:
+            client.ping()
+        except redis.RedisError as exc:
+            var = "CAIRN_REDIS_URL" if settings.redis_url else "CAIRN_BROKER_URL"
+            raise ConfigError(f"{var}: cannot reach Redis at {url}: {exc}") from exc
+        locks = RedisLocks(client, ttl=settings.lock_ttl)
+    memory = MemoryStore(db, build_index(settings), default_k=settings.recall_k)
+    memory.flush_outbox()  # replay index work a crash left behind
+    return Runtime(settings=settings, db=db, memory=memory, locks=locks, redis=client)
+
+
+_runtime: Runtime | None = None
+_runtime_lock = threading.Lock()
+
+
+def get_runtime() -> Runtime:
+    """The process's runtime, built from the environment on first use (in workers)."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = build_runtime(get_settings(), migrate=False)
+        return _runtime
+
+
+def reset_runtime(runtime: Runtime | None = None) -> None:
+    """Replace the process's runtime (the CLI sets the one it built; tests reset it)."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is not None and _runtime is not runtime:
+            _runtime.close()
+        _runtime = runtime

@@ -1,0 +1,89 @@
+"""The agent loop: ask the model, run the tools it asks for, repeat until it answers.
+
+Every tool call and tool result is written to the session's durable log (through
+:class:`TurnLog`) before it acts and as soon as it has a result, so a crash mid-turn leaves a
+record of what already happened.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from cairn.memory import Memory
+from cairn.workers.llm.base import (
+    LLM,
+    LLMRequest,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    Usage,
+)
+from cairn.workers.tools import Toolbox
+
+__all__ = ["TurnLog", "TurnOutcome", "run_agent"]
+
+
+class TurnLog(Protocol):
+    """Where the loop records tool calls and results, durably, in order."""
+
+    def record(self, kind: str, text: str, data: dict[str, Any]) -> None:
+        """Append one event to the session's log (committed when this returns)."""
+        ...
+
+
+@dataclass
+class TurnOutcome:
+    """The result of one turn: the reply text and the memories the turn touched."""
+
+    text: str
+    used: list[Memory] = field(default_factory=list)
+    announced: list[Memory] = field(default_factory=list)
+    retracted: list[Memory] = field(default_factory=list)
+    rounds: int = 0
+    usage: list[Usage] = field(default_factory=list)
+
+
+def run_agent(llm: LLM, request: LLMRequest, toolbox: Toolbox, log: TurnLog,
+              *, max_rounds: int) -> TurnOutcome:
+    """Run the tool loop for ``request`` and return the final answer.
+
+    Raises whatever ``llm.complete`` raises (LLMError, LLMAuthError); tool failures are sent
+    back to the model as error results instead.
+    """
+    messages = list(request.messages)
+    outcome = TurnOutcome(text="")
+    request = replace(request, tools=toolbox.specs)
+    for _ in range(max_rounds):
+        response = llm.complete(replace(request, messages=tuple(messages)))
+        outcome.rounds += 1
+        outcome.usage.append(response.usage)
+        if not response.tool_uses:
+            outcome.text = response.text
+            return outcome
+        messages.append(Message("assistant", response.content))
+        results = []
+        for use in response.tool_uses:
+            log.record("tool_call", use.name, {"id": use.id, "input": use.input})
+            result = toolbox.run(use.name, use.input)
+            log.record(
+                "tool_result",
+                result.content,
+                {"id": use.id, "tool": use.name, "is_error": result.is_error},
+            )
+            outcome.used.extend(result.used)
+            outcome.announced.extend(result.announced)
+            outcome.retracted.extend(result.retracted)
+            results.append(ToolResultBlock(use.id, result.content, result.is_error))
+        messages.append(Message("user", tuple(results)))
+    # The model kept asking for tools: answer with what the turn achieved rather than loop on.
+    outcome.text = (
+        f"I stopped after {max_rounds} rounds of tool calls without a final answer. "
+        "Please ask again, more narrowly."
+    )
+    return outcome
+
+
+def user_text(message: Message) -> str:
+    """The text a person wrote in ``message`` (tool results left out)."""
+    return "\n".join(b.text for b in message.content if isinstance(b, TextBlock))

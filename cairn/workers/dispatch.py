@@ -1,0 +1,81 @@
+"""Getting work to the workers: in-process threads by default, Celery on Redis at scale."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Protocol
+
+from kombu.exceptions import OperationalError
+
+from cairn.errors import QueueError
+
+__all__ = ["CeleryDispatcher", "Dispatcher", "InProcessDispatcher"]
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher(Protocol):
+    """Hands a session with pending events to a worker."""
+
+    def submit(self, session_id: int) -> None:
+        """Queue the session's pending events; raises QueueError when the queue is down."""
+        ...
+
+    def close(self) -> None:
+        """Finish or hand over queued work and release resources."""
+        ...
+
+
+class InProcessDispatcher:
+    """Runs the Celery task itself on a small thread pool in this process (the default)."""
+
+    def __init__(self, workers: int = 4) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cairn-worker")
+
+    def submit(self, session_id: int) -> None:
+        """Run ``process_session`` for the session on a pool thread."""
+        future = self._pool.submit(_run_task, session_id)
+        future.add_done_callback(_report)
+
+    def close(self) -> None:
+        """Wait for running turns to finish."""
+        self._pool.shutdown(wait=True)
+
+
+def _run_task(session_id: int) -> int:
+    from cairn.workers.tasks import process_session
+
+    # apply() runs the very task a Celery worker would, in this thread, retries included.
+    result = process_session.apply(args=(session_id,))
+    value = result.get(propagate=True)
+    return int(value)
+
+
+def _report(future: Future[int]) -> None:
+    exc = future.exception()
+    if exc is not None:
+        log.error("in-process task failed: %s", exc, exc_info=exc)
+
+
+class CeleryDispatcher:
+    """Sends ``process_session`` to Celery workers through the broker."""
+
+    def __init__(self, broker_url: str) -> None:
+        self._broker_url = broker_url
+
+    def submit(self, session_id: int) -> None:
+        """Publish the task; raises QueueError naming the broker when it is unreachable."""
+        from cairn.workers.tasks import process_session
+
+        try:
+            process_session.apply_async(args=(session_id,), retry=True,
+                                        retry_policy={"max_retries": 3, "interval_start": 0.2,
+                                                      "interval_step": 0.5})
+        except (OperationalError, OSError) as exc:
+            raise QueueError(
+                f"cannot reach the broker at {self._broker_url} (CAIRN_BROKER_URL): {exc}"
+            ) from exc
+
+    def close(self) -> None:
+        """Nothing to release: the broker keeps queued work."""

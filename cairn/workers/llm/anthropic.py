@@ -1,0 +1,338 @@
+"""The Anthropic adapter of the LLM protocol, over the official SDK's Messages API.
+
+It translates Cairn's requests and answers, marks the stable prefix for prompt caching, and turns
+every SDK failure into LLMError / LLMAuthError. Retrying (429, 529, 5xx, timeouts, dropped
+connections) is left to the SDK, which backs off and honours ``retry-after``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, assert_never
+
+import anthropic
+import httpx2
+from anthropic import omit
+from anthropic.types import (
+    CacheControlEphemeralParam,
+    ContentBlockParam,
+    MessageParam,
+    MetadataParam,
+    TextBlockParam,
+    ToolParam,
+)
+from anthropic.types import Message as APIMessage
+
+from cairn.errors import ConfigError, LLMAuthError, LLMError
+from cairn.workers.llm.base import (
+    Block,
+    LLMRequest,
+    LLMResponse,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from cairn.config import Settings
+
+__all__ = ["DEFAULT_BASE_URL", "LONGEST_RETRY_AFTER", "AnthropicLLM"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+LONGEST_RETRY_AFTER = 60.0
+"""Seconds. A ``retry-after`` longer than this fails the call at once instead of stalling a reply;
+the SDK itself would sleep for whatever the server asks."""
+
+_CACHED: CacheControlEphemeralParam = {"type": "ephemeral"}
+
+
+class AnthropicLLM:
+    """Claude through the Messages API; implements :class:`~cairn.workers.llm.base.LLM`."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        api_key: str,
+        model: str,
+        *,
+        base_url: str | None = None,
+        max_retries: int = 4,
+        timeout: float = 120.0,
+        stream: bool = False,
+    ) -> None:
+        """Prepare a client; nothing is sent until :meth:`complete`.
+
+        ``base_url`` defaults to the public API (the SDK's own environment lookup is bypassed, so
+        :class:`~cairn.config.Settings` stays the one source of configuration). ``timeout`` is
+        per attempt; ``max_retries`` counts the attempts after the first. With ``stream`` the
+        answer is read as Server-Sent Events and assembled before it is returned.
+
+        Raises ConfigError when ``api_key`` is empty.
+        """
+        if not api_key.strip():
+            raise ConfigError("ANTHROPIC_API_KEY is empty; set it to an Anthropic API key")
+        self.model = model
+        self.base_url = base_url or DEFAULT_BASE_URL
+        self.stream = stream
+        self.timeout = timeout
+        self._api_key = api_key
+        self._client = anthropic.Anthropic(
+            api_key=api_key,
+            base_url=self.base_url,
+            max_retries=max_retries,
+            timeout=timeout,
+            middleware=[_refuse_long_retry_after],
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AnthropicLLM:
+        """The adapter ``settings`` describe (key, base URL, model, retries, timeout, streaming).
+
+        Raises ConfigError when ANTHROPIC_API_KEY is not set.
+        """
+        if settings.anthropic_api_key is None:
+            raise ConfigError(
+                "ANTHROPIC_API_KEY is not set; set it to use Anthropic, or set CAIRN_LLM=offline"
+            )
+        return cls(
+            settings.anthropic_api_key.get_secret_value(),
+            settings.model,
+            base_url=settings.anthropic_base_url,
+            max_retries=settings.llm_max_retries,
+            timeout=settings.llm_timeout,
+            stream=settings.llm_stream,
+        )
+
+    def __repr__(self) -> str:
+        return f"AnthropicLLM(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def max_retries(self) -> int:
+        """How many times a failed attempt is retried before the call gives up."""
+        return self._client.max_retries
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        """Send ``request`` and return the model's answer (text and ``tool_use`` blocks).
+
+        Rate limits, overload, server errors, timeouts and dropped connections are retried with
+        backoff, honouring ``retry-after`` up to :data:`LONGEST_RETRY_AFTER`.
+        Raises LLMAuthError when the key is rejected (401) or lacks permission (403), and
+        LLMError, naming the status and the provider's message, for any other failure.
+        """
+        try:
+            message = self._send(request)
+        except anthropic.AuthenticationError as exc:
+            # `from None`: the SDK error carries the request, whose headers hold the key.
+            raise LLMAuthError(
+                f"Anthropic rejected the API key ({self._describe(exc)}). Check ANTHROPIC_API_KEY:"
+                f" it must be a current key for {self.base_url}."
+            ) from None
+        except anthropic.PermissionDeniedError as exc:
+            raise LLMAuthError(
+                f"Anthropic refused this API key access ({self._describe(exc)}). Check that"
+                f" ANTHROPIC_API_KEY's workspace may use model {self.model!r} (CAIRN_MODEL)."
+            ) from None
+        except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
+            raise LLMError(self._explain(exc)) from exc
+        if message.stop_reason is None:
+            raise LLMError(
+                "the Anthropic stream ended before the answer was complete (no stop reason);"
+                " try again"
+            )
+        response = _response(message)
+        log.debug(
+            "anthropic %s: stop=%s in=%d out=%d cache_read=%d cache_write=%d",
+            response.model,
+            response.stop_reason,
+            response.usage.input_tokens,
+            response.usage.output_tokens,
+            response.usage.cache_read_input_tokens,
+            response.usage.cache_creation_input_tokens,
+        )
+        return response
+
+    def _send(self, request: LLMRequest) -> APIMessage:
+        system = _system(request)
+        messages = [_message(m) for m in request.messages]
+        tools = _tools(request.tools)
+        metadata = _metadata(request.metadata)
+        if self.stream:
+            with self._client.messages.stream(
+                model=self.model,
+                max_tokens=request.max_tokens,
+                system=system or omit,
+                messages=messages,
+                tools=tools or omit,
+                metadata=metadata or omit,
+            ) as stream:
+                return stream.get_final_message()
+        return self._client.messages.create(
+            model=self.model,
+            max_tokens=request.max_tokens,
+            system=system or omit,
+            messages=messages,
+            tools=tools or omit,
+            metadata=metadata or omit,
+        )
+
+    def _explain(self, exc: anthropic.AnthropicError | httpx2.HTTPError) -> str:
+        """A message for a failed call that a person can act on."""
+        retries = f"after {self.max_retries} retries"
+        if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
+            return (
+                f"Anthropic did not answer within {self.timeout:g}s ({retries});"
+                " try again, or raise CAIRN_LLM_TIMEOUT"
+            )
+        if isinstance(exc, anthropic.APIConnectionError):
+            return (
+                f"could not reach the Anthropic API at {self.base_url} ({retries}):"
+                f" {self._redact(str(exc))} Check the network and ANTHROPIC_BASE_URL."
+            )
+        if isinstance(exc, httpx2.HTTPError):
+            name = type(exc).__name__
+            return f"the connection to Anthropic broke off mid-answer ({name}); try again"
+        if not isinstance(exc, anthropic.APIStatusError):
+            return f"the Anthropic API call failed: {self._redact(str(exc))}"
+        if exc.status_code == 200:
+            return f"the Anthropic stream broke off with {self._describe(exc)}; try again"
+        wait = _retry_after(exc.response.headers)
+        if wait is not None and wait > LONGEST_RETRY_AFTER:
+            return (
+                f"Anthropic answered {self._describe(exc)} and asked to wait {wait:g}s before"
+                f" retrying, longer than Cairn waits ({LONGEST_RETRY_AFTER:g}s); try again later"
+            )
+        if exc.status_code == 404:
+            return f"Anthropic answered {self._describe(exc)}; check CAIRN_MODEL ({self.model!r})"
+        if _retryable(exc.status_code):
+            return f"Anthropic answered {self._describe(exc)} ({retries}); try again later"
+        return f"Anthropic answered {self._describe(exc)}"
+
+    def _describe(self, exc: anthropic.APIStatusError) -> str:
+        """``<status> <error type>: <provider message>``, the key blanked out if echoed."""
+        kind = exc.type or "error"
+        said = exc.api_message or exc.response.reason_phrase or "no message"
+        status = f"{exc.status_code} " if exc.status_code != 200 else ""
+        return self._redact(f"{status}{kind}: {said}")
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "***")
+
+
+def _system(request: LLMRequest) -> list[TextBlockParam]:
+    """The system prompt as blocks: the stable prefix, cached, then the per-turn context."""
+    blocks: list[TextBlockParam] = []
+    if request.system:
+        blocks.append({"type": "text", "text": request.system, "cache_control": _CACHED})
+    if request.context:
+        blocks.append({"type": "text", "text": request.context})
+    return blocks
+
+
+def _tools(tools: tuple[ToolSpec, ...]) -> list[ToolParam]:
+    """Tool definitions; the last carries the cache breakpoint, so all of them are cached."""
+    params: list[ToolParam] = [
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+        for t in tools
+    ]
+    if params:
+        params[-1]["cache_control"] = _CACHED
+    return params
+
+
+def _metadata(metadata: Mapping[str, str]) -> MetadataParam:
+    # The API accepts only `user_id` and rejects other keys; the rest is Cairn's own bookkeeping.
+    return {"user_id": metadata["user_id"]} if "user_id" in metadata else {}
+
+
+def _message(message: Message) -> MessageParam:
+    content = [_block(b) for b in message.content]
+    if message.role == "user":
+        return {"role": "user", "content": content}
+    return {"role": "assistant", "content": content}
+
+
+def _block(block: Block) -> ContentBlockParam:
+    match block:
+        case TextBlock():
+            return {"type": "text", "text": block.text}
+        case ToolUseBlock():
+            return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+        case ToolResultBlock():
+            return {
+                "type": "tool_result",
+                "tool_use_id": block.tool_use_id,
+                "content": block.content,
+                "is_error": block.is_error,
+            }
+        case _:
+            assert_never(block)
+
+
+def _response(message: APIMessage) -> LLMResponse:
+    blocks: list[Block] = []
+    for block in message.content:
+        if block.type == "text":
+            blocks.append(TextBlock(block.text))
+        elif block.type == "tool_use":
+            blocks.append(ToolUseBlock(block.id, block.name, dict(block.input)))
+        # Thinking and server-side tool blocks are the provider's business; Cairn keeps
+        # the text and the tool calls it has to run.
+    usage = message.usage
+    return LLMResponse(
+        content=tuple(blocks),
+        stop_reason=message.stop_reason or "end_turn",
+        model=message.model,
+        usage=Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_input_tokens=usage.cache_read_input_tokens or 0,
+            cache_creation_input_tokens=usage.cache_creation_input_tokens or 0,
+        ),
+    )
+
+
+def _retryable(status: int) -> bool:
+    """The statuses the SDK retries (its own rule, restated to word the final error)."""
+    return status in (408, 409, 429) or status >= 500
+
+
+def _retry_after(headers: httpx2.Headers) -> float | None:
+    """Seconds the server asked to wait, read as the SDK reads them; None when it did not say."""
+    try:
+        return float(headers["retry-after-ms"]) / 1000
+    except (KeyError, ValueError):
+        pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    date = email.utils.parsedate_tz(value)
+    return None if date is None else email.utils.mktime_tz(date) - time.time()
+
+
+def _refuse_long_retry_after(
+    request: anthropic.APIRequest, call_next: anthropic.CallNext
+) -> anthropic.APIResponse[Any]:
+    """SDK middleware: a response asking for a wait past LONGEST_RETRY_AFTER is not retried.
+
+    The SDK would otherwise sleep as long as the server says (it caps only at ~50 days).
+    ``x-should-retry: false`` is the SDK's own switch for "do not retry this response".
+    """
+    response = call_next(request)
+    wait = _retry_after(response.headers)
+    if wait is not None and wait > LONGEST_RETRY_AFTER:
+        response.headers["x-should-retry"] = "false"
+    return response

@@ -1,0 +1,131 @@
+"""The offline model: used when no API key is set, it answers honestly from memory alone.
+
+It speaks the same protocol as a real model, asking for the remember / recall / retract tools
+and then phrasing their results, so the whole path (tool loop, event log, notices, reactions)
+runs the same with or without a network.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from cairn.workers.llm.base import (
+    LLMRequest,
+    LLMResponse,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+
+__all__ = ["OFFLINE_NOTE", "OfflineLLM"]
+
+OFFLINE_NOTE = "(offline: I answer from memory only; set ANTHROPIC_API_KEY for a full model)"
+
+HELP = (
+    "I'm running offline, without a language model, so I work as a memory:\n"
+    "- remember <fact>: I store it for every thread of this workspace\n"
+    "- what do you know about <topic>? (or any question): I recall what I stored\n"
+    "- forget <fact>: I retract it (kept for audit, never recalled again)"
+)
+
+_REMEMBER = re.compile(r"^(?:please\s+)?(?:remember|note)(?:\s+that)?\s*[:,-]?\s+(?P<x>.+)$",
+                       re.I | re.S)
+_FORGET = re.compile(r"^(?:please\s+)?(?:forget|retract)(?:\s+that|\s+about)?\s*[:,-]?\s+(?P<x>.+)$",
+                     re.I | re.S)
+_ASK = re.compile(
+    r"^(?:what\s+do\s+you\s+(?:know|remember)\s+(?:about|of)|recall|tell\s+me\s+about|"
+    r"do\s+you\s+remember)\s+(?P<x>.+?)\s*\??$",
+    re.I | re.S,
+)
+_HELP = re.compile(r"^\s*(?:help|\?|what can you do\??)\s*$", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class _Intent:
+    tool: str | None
+    argument: str
+
+
+def _intent(text: str) -> _Intent:
+    text = text.strip()
+    if _HELP.match(text):
+        return _Intent(None, "help")
+    for tool, pattern in (("remember", _REMEMBER), ("retract", _FORGET), ("recall", _ASK)):
+        match = pattern.match(text)
+        if match:
+            return _Intent(tool, match.group("x").strip().rstrip("?").strip())
+    if text.endswith("?"):
+        return _Intent("recall", text.rstrip("?").strip())
+    return _Intent(None, text)
+
+
+class OfflineLLM:
+    """A rule-based stand-in for a model; reads ``request.metadata['text']`` for the message."""
+
+    name = "offline"
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        """Ask for one memory tool, or phrase the tool results into an answer."""
+        text = request.metadata.get("text", "")
+        if not text and request.messages:
+            text = request.messages[-1].text
+        last = request.messages[-1] if request.messages else None
+        results = [b for b in (last.content if last else ()) if isinstance(b, ToolResultBlock)]
+        if results:
+            return _answer(" ".join(_phrase(r) for r in results))
+        intent = _intent(text)
+        if intent.tool == "remember":
+            return _use("remember", {"text": intent.argument})
+        if intent.tool == "retract":
+            return _use("retract", {"query": intent.argument, "reason": "asked to forget"})
+        if intent.tool == "recall":
+            return _use("recall", {"query": intent.argument})
+        if intent.argument == "help":
+            return _answer(HELP)
+        return _answer(
+            "I can't hold a conversation offline. Try \"remember <fact>\", "
+            "\"what do you know about <topic>?\" or \"forget <fact>\"."
+        )
+
+
+def _use(name: str, arguments: dict[str, Any]) -> LLMResponse:
+    return LLMResponse(
+        content=(ToolUseBlock(id=f"offline-{name}", name=name, input=arguments),),
+        stop_reason="tool_use",
+        model="offline",
+    )
+
+
+def _answer(text: str) -> LLMResponse:
+    return LLMResponse(content=(TextBlock(f"{text}\n{OFFLINE_NOTE}"),), model="offline")
+
+
+def _phrase(result: ToolResultBlock) -> str:
+    if result.is_error:
+        return f"I couldn't do that: {result.content}"
+    try:
+        data = json.loads(result.content)
+    except json.JSONDecodeError:
+        return result.content
+    if "memories" in data:
+        found = data["memories"]
+        if not found:
+            return f"I don't remember anything about {data.get('query', 'that')}."
+        lines = [f"- {m['text']} (#{m['id']}, since {m['since']})" for m in found]
+        return "Here is what I remember:\n" + "\n".join(lines)
+    status = data.get("status")
+    if status == "stored":
+        return "Got it, I'll remember that."
+    if status == "already known":
+        return f"I already knew that: {data['text']}"
+    if status == "retracted":
+        return f"Forgotten: {data['text']} (kept for audit only)."
+    if status == "disputed":
+        return (
+            f"Only {data.get('author', 'its author')} or an admin can retract "
+            f"\"{data['text']}\"; I've recorded your objection and flagged it for review."
+        )
+    return result.content

@@ -1,0 +1,68 @@
+"""Per-thread locks: one session is worked on by one worker at a time, on any machine."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Protocol
+
+import redis
+
+from cairn.errors import QueueError
+
+__all__ = ["LocalLocks", "RedisLocks", "SessionLocks"]
+
+
+class SessionLocks(Protocol):
+    """Mutual exclusion per key, across whatever shares work (threads or machines)."""
+
+    def hold(self, key: str, *, wait: float) -> Iterator[None]:
+        """Hold the lock for ``key`` for the block; raises QueueError after ``wait`` seconds."""
+        ...
+
+
+class LocalLocks:
+    """Locks for one process (the embedded default)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+
+    @contextmanager
+    def hold(self, key: str, *, wait: float) -> Iterator[None]:
+        """Hold the in-process lock for ``key``."""
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        if not lock.acquire(timeout=wait):
+            raise QueueError(f"session {key} is still busy after {wait:.0f}s")
+        try:
+            yield
+        finally:
+            lock.release()
+
+
+class RedisLocks:
+    """Locks in Redis, shared by every worker; they expire after ``ttl`` if a worker dies."""
+
+    def __init__(self, client: redis.Redis, *, ttl: float = 900.0) -> None:
+        self._client = client
+        self._ttl = ttl
+
+    @contextmanager
+    def hold(self, key: str, *, wait: float) -> Iterator[None]:
+        """Hold the Redis lock ``cairn:lock:{key}``."""
+        lock = self._client.lock(f"cairn:lock:{key}", timeout=self._ttl, blocking_timeout=wait)
+        try:
+            acquired = lock.acquire()
+        except redis.RedisError as exc:
+            raise QueueError(f"cannot take the session lock in Redis: {exc}") from exc
+        if not acquired:
+            raise QueueError(f"session {key} is still busy after {wait:.0f}s")
+        try:
+            yield
+        finally:
+            try:
+                lock.release()
+            except redis.exceptions.LockError:
+                pass  # it expired: another worker may hold it now, which is what ttl is for
