@@ -186,8 +186,15 @@ def worker(concurrency: int, loglevel: str, pool: str | None) -> None:
         app = configure_celery(settings)
         chosen = pool or ("prefork" if settings.qdrant_url else "threads")
         app.worker_main(
-            ["worker", f"--loglevel={loglevel}", f"--concurrency={concurrency}",
-             f"--pool={chosen}", "--queues=cairn", "--without-gossip", "--without-mingle"]
+            [
+                "worker",
+                f"--loglevel={loglevel}",
+                f"--concurrency={concurrency}",
+                f"--pool={chosen}",
+                "--queues=cairn",
+                "--without-gossip",
+                "--without-mingle",
+            ]
         )
 
 
@@ -235,8 +242,7 @@ def memory() -> None:
 @click.option("--agent", default=None, help="Agent (default: CAIRN_AGENT).")
 @click.option("--limit", default=50, show_default=True)
 @click.option("--all", "include_retracted", is_flag=True, help="Include retracted memories.")
-def memory_list(tenant: str | None, agent: str | None, limit: int,
-                include_retracted: bool) -> None:
+def memory_list(tenant: str | None, agent: str | None, limit: int, include_retracted: bool) -> None:
     """List the newest memories an agent can see."""
     from cairn.memory import Scope
     from cairn.runtime import build_runtime
@@ -245,7 +251,7 @@ def memory_list(tenant: str | None, agent: str | None, limit: int,
         settings = _settings()
         rt = build_runtime(settings)
         scope = Scope(tenant or settings.console_tenant, agent or settings.agent)
-        for m in rt.memory.list(scope, limit=limit, include_retracted=include_retracted):
+        for m in rt.memory.newest(scope, limit=limit, include_retracted=include_retracted):
             flags = " (retracted)" if m.retracted else (" (confirmed)" if m.confirmed else "")
             click.echo(f"#{m.id} [{m.kind}/{m.visibility}] {m.text}{flags}")
         rt.close()

@@ -79,23 +79,35 @@ class Settings(BaseSettings):
     )
     model: str = Field(default="claude-sonnet-4-5", validation_alias=_env("CAIRN_MODEL"))
     llm_stream: bool = Field(default=False, validation_alias=_env("CAIRN_LLM_STREAM"))
-    llm_max_retries: int = Field(default=4, ge=0, le=20, validation_alias=_env("CAIRN_LLM_MAX_RETRIES"))
+    llm_max_retries: int = Field(
+        default=4, ge=0, le=20, validation_alias=_env("CAIRN_LLM_MAX_RETRIES")
+    )
     llm_timeout: float = Field(default=120.0, gt=0, validation_alias=_env("CAIRN_LLM_TIMEOUT"))
     max_output_tokens: int = Field(
         default=1024, ge=16, le=64000, validation_alias=_env("CAIRN_MAX_OUTPUT_TOKENS")
     )
-    max_tool_rounds: int = Field(default=8, ge=1, le=50, validation_alias=_env("CAIRN_MAX_TOOL_ROUNDS"))
+    max_tool_rounds: int = Field(
+        default=8, ge=1, le=50, validation_alias=_env("CAIRN_MAX_TOOL_ROUNDS")
+    )
 
-    slack_bot_token: SecretStr | None = Field(default=None, validation_alias=_env("SLACK_BOT_TOKEN"))
-    slack_app_token: SecretStr | None = Field(default=None, validation_alias=_env("SLACK_APP_TOKEN"))
+    slack_bot_token: SecretStr | None = Field(
+        default=None, validation_alias=_env("SLACK_BOT_TOKEN")
+    )
+    slack_app_token: SecretStr | None = Field(
+        default=None, validation_alias=_env("SLACK_APP_TOKEN")
+    )
     slack_signing_secret: SecretStr | None = Field(
         default=None, validation_alias=_env("SLACK_SIGNING_SECRET")
     )
-    slack_api_url: str = Field(default=DEFAULT_SLACK_API_URL, validation_alias=_env("SLACK_API_URL"))
+    slack_api_url: str = Field(
+        default=DEFAULT_SLACK_API_URL, validation_alias=_env("SLACK_API_URL")
+    )
 
     matrix_homeserver: str | None = Field(default=None, validation_alias=_env("MATRIX_HOMESERVER"))
     matrix_user_id: str | None = Field(default=None, validation_alias=_env("MATRIX_USER_ID"))
-    matrix_password: SecretStr | None = Field(default=None, validation_alias=_env("MATRIX_PASSWORD"))
+    matrix_password: SecretStr | None = Field(
+        default=None, validation_alias=_env("MATRIX_PASSWORD")
+    )
     matrix_access_token: SecretStr | None = Field(
         default=None, validation_alias=_env("MATRIX_ACCESS_TOKEN")
     )
@@ -111,7 +123,8 @@ class Settings(BaseSettings):
     recall_k: int = Field(default=5, ge=1, le=100, validation_alias=_env("CAIRN_RECALL_K"))
     reply_timeout: float = Field(default=180.0, gt=0, validation_alias=_env("CAIRN_REPLY_TIMEOUT"))
     confirm_emoji: list[str] = Field(
-        default=["white_check_mark", "heavy_check_mark"], validation_alias=_env("CAIRN_CONFIRM_EMOJI")
+        default=["white_check_mark", "heavy_check_mark"],
+        validation_alias=_env("CAIRN_CONFIRM_EMOJI"),
     )
     retract_emoji: list[str] = Field(
         default=["x", "wastebasket", "no_entry_sign"], validation_alias=_env("CAIRN_RETRACT_EMOJI")
@@ -221,13 +234,16 @@ def _contradictions(s: Settings) -> list[str]:
         scheme = urlsplit(db).scheme.split("+")[0]
         if scheme not in {"sqlite", "postgresql", "postgres"}:
             problems.append(
-                f"CAIRN_DATABASE_URL must be a sqlite:/// or postgresql:// URL, not {scheme or db!r}"
+                "CAIRN_DATABASE_URL must be a sqlite:/// or postgresql:// URL, "
+                f"not {scheme or db!r}"
             )
     for var, url in (("CAIRN_BROKER_URL", s.broker_url), ("CAIRN_REDIS_URL", s.redis_url)):
         if url is not None and urlsplit(url).scheme not in {"redis", "rediss"}:
             problems.append(f"{var} must be a redis:// or rediss:// URL, got {url!r}")
     if s.qdrant_url is not None and urlsplit(s.qdrant_url).scheme not in {"http", "https"}:
-        problems.append(f"CAIRN_QDRANT_URL must be an http:// or https:// URL, got {s.qdrant_url!r}")
+        problems.append(
+            f"CAIRN_QDRANT_URL must be an http:// or https:// URL, got {s.qdrant_url!r}"
+        )
     if s.anthropic_base_url is not None and urlsplit(s.anthropic_base_url).scheme not in {
         "http",
         "https",
@@ -245,8 +261,10 @@ def _secret(value: SecretStr | None) -> str:
 
 
 def _slack_contradictions(s: Settings) -> list[str]:
-    bot, app, signing = _secret(s.slack_bot_token), _secret(s.slack_app_token), _secret(
-        s.slack_signing_secret
+    bot, app, signing = (
+        _secret(s.slack_bot_token),
+        _secret(s.slack_app_token),
+        _secret(s.slack_signing_secret),
     )
     problems: list[str] = []
     if bot and not bot.startswith("xoxb-"):
@@ -267,8 +285,8 @@ def _slack_contradictions(s: Settings) -> list[str]:
 
 def _matrix_contradictions(s: Settings) -> list[str]:
     problems: list[str] = []
-    any_matrix = s.matrix_homeserver or s.matrix_user_id or s.matrix_password or (
-        s.matrix_access_token
+    any_matrix = (
+        s.matrix_homeserver or s.matrix_user_id or s.matrix_password or (s.matrix_access_token)
     )
     if not any_matrix:
         return problems

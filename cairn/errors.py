@@ -31,5 +31,5 @@ class QueueError(CairnError):
     """The task queue (broker) could not take or deliver work."""
 
 
-class NotFound(CairnError):  # noqa: N818  (reads as "raise NotFound(...)")
+class NotFound(CairnError):
     """The thing asked for does not exist, or is not visible in the caller's scope."""

@@ -36,7 +36,7 @@ class Runtime:
     db: Database
     memory: MemoryStore
     locks: SessionLocks
-    redis: redis.Redis | None = None
+    redis: redis.Redis[bytes] | None = None
     _llm: LLM | None = field(default=None, repr=False)
 
     @property
@@ -89,7 +89,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             f"database {db.safe_url} is at revision {db.current_revision()}, "
             f"Cairn needs {db.head_revision()}: run `cairn migrate`"
         )
-    client: redis.Redis | None = None
+    client: redis.Redis[bytes] | None = None
     locks: SessionLocks = LocalLocks()
     url = settings.effective_redis_url
     if url:

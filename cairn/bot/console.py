@@ -88,8 +88,10 @@ class Console:
         self._deliver_leftovers()
         failures = 0
         if self.interactive:
-            self._hint(f"Cairn console: thread '{self.state.thread}', you are "
-                       f"{self.state.user}. /help lists commands, /quit leaves.")
+            self._hint(
+                f"Cairn console: thread '{self.state.thread}', you are "
+                f"{self.state.user}. /help lists commands, /quit leaves."
+            )
             self._prompt()
         for raw in lines:
             line = raw.rstrip("\n")
@@ -160,8 +162,12 @@ class Console:
             event_id=uuid.uuid4().hex,
             agent=self.state.agent,
         )
-        result = ingest(self.log, event, agent=self.rt.settings.agent,
-                        max_chars=self.rt.settings.max_message_chars)
+        result = ingest(
+            self.log,
+            event,
+            agent=self.rt.settings.agent,
+            max_chars=self.rt.settings.max_message_chars,
+        )
         if result.admission is Admission.QUEUED and result.session_id is not None:
             self.dispatcher.submit(result.session_id)
             self._await(result.event_row)
@@ -183,19 +189,27 @@ class Console:
             reaction=name,
             target_id=target,
         )
-        result = ingest(self.log, event, agent=self.rt.settings.agent,
-                        max_chars=self.rt.settings.max_message_chars)
+        result = ingest(
+            self.log,
+            event,
+            agent=self.rt.settings.agent,
+            max_chars=self.rt.settings.max_message_chars,
+        )
         effect = self.rt.settings.reaction_effect(name)
         if result.admission is not Admission.QUEUED or result.session_id is None:
-            self._emit("reaction", f":{name}: {result.admission.value}", emoji=name,
-                       effect=effect, status=result.admission.value)
+            self._emit(
+                "reaction",
+                f":{name}: {result.admission.value}",
+                emoji=name,
+                effect=effect,
+                status=result.admission.value,
+            )
             return
         self.dispatcher.submit(result.session_id)
         acks = self._await(result.event_row, quiet_kinds={"ack"})
         status = "handled" if effect else "ignored"
         text = acks[0] if acks else f":{name}: {status}"
-        self._emit("reaction", text, emoji=name, effect=effect, status=status,
-                   removed=removed)
+        self._emit("reaction", text, emoji=name, effect=effect, status=status, removed=removed)
 
     def _await(self, event_row: int | None, quiet_kinds: set[str] | None = None) -> list[str]:
         """Wait until the event is handled, then print its outbound messages."""
@@ -239,9 +253,14 @@ class Console:
                 if message.kind != "ack":
                     self.state.last_bot_message[message.thread_ref] = message.message_ref
                 failed = message.kind == "error"  # the bot's apology is still a reply
-                self._emit("reply" if failed else message.kind, message.text, id=message.id,
-                           thread=message.thread_ref, agent=message.agent,
-                           **({"failed": True} if failed else {}))
+                self._emit(
+                    "reply" if failed else message.kind,
+                    message.text,
+                    id=message.id,
+                    thread=message.thread_ref,
+                    agent=message.agent,
+                    **({"failed": True} if failed else {}),
+                )
         return quiet
 
     def _deliver_leftovers(self) -> None:

@@ -256,9 +256,7 @@ class MemoryUse(SQLModel, table=True):
     """Which memories a bot message showed, used or announced; reactions act on these."""
 
     __tablename__ = "memory_use"
-    __table_args__ = (
-        UniqueConstraint("outbound_id", "memory_id", "role", name="uq_memory_use"),
-    )
+    __table_args__ = (UniqueConstraint("outbound_id", "memory_id", "role", name="uq_memory_use"),)
 
     id: int | None = Field(default=None, primary_key=True)
     outbound_id: int = Field(foreign_key="outbound_message.id", index=True)
@@ -270,9 +268,7 @@ class Reaction(SQLModel, table=True):
     """A person's reaction on a bot message, and what it did, so removal can undo it exactly."""
 
     __tablename__ = "reaction"
-    __table_args__ = (
-        UniqueConstraint("outbound_id", "user", "emoji", name="uq_reaction_once"),
-    )
+    __table_args__ = (UniqueConstraint("outbound_id", "user", "emoji", name="uq_reaction_once"),)
 
     id: int | None = Field(default=None, primary_key=True)
     tenant_id: str = Field(max_length=200)

@@ -84,11 +84,11 @@ class EventLog:
         data: dict[str, Any] | None = None,
     ) -> SessionEvent:
         """Append an event inside the caller's transaction and return it (id assigned)."""
-        seq = s.exec(
+        seq: int = s.exec(
             update(AgentSession)
             .where(col(AgentSession.id) == session_id)
-            .values(last_seq=AgentSession.last_seq + 1, updated_at=utcnow())
-            .returning(AgentSession.last_seq)
+            .values(last_seq=col(AgentSession.last_seq) + 1, updated_at=utcnow())
+            .returning(col(AgentSession.last_seq))
         ).scalar_one()
         event = SessionEvent(
             session_id=session_id,

@@ -8,6 +8,7 @@ server when CAIRN_QDRANT_URL is set.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import threading
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ COLLECTION = "cairn_memory"
 SPARSE = "terms"
 
 
-class IndexUnavailable(Exception):  # noqa: N818  (reads better at the call sites)
+class IndexUnavailable(Exception):
     """The vector index cannot be reached; callers degrade to lexical search."""
 
 
@@ -69,18 +70,22 @@ def _close_local_clients() -> None:
     # lock and files clean for the next process.
     with _LOCAL_LOCK:
         for client in _LOCAL_CLIENTS.values():
-            try:
+            with contextlib.suppress(Exception):  # best effort at exit
                 client.close()
-            except Exception:  # noqa: BLE001, S110  (best effort at exit)
-                pass
         _LOCAL_CLIENTS.clear()
 
 
 class QdrantIndex:
     """Qdrant through qdrant-client: local mode in ``path``, or a server at ``url``."""
 
-    def __init__(self, *, url: str | None = None, path: Path | None = None,
-                 api_key: str | None = None, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        path: Path | None = None,
+        api_key: str | None = None,
+        timeout: int = 5,
+    ) -> None:
         if (url is None) == (path is None):
             raise ValueError("QdrantIndex needs exactly one of url and path")
         self._url, self._path, self._api_key, self._timeout = url, path, api_key, timeout
@@ -131,7 +136,7 @@ class QdrantIndex:
         for field in ("tenant", "agent", "visibility"):
             try:
                 client.create_payload_index(COLLECTION, field, models.PayloadSchemaType.KEYWORD)
-            except Exception as exc:  # noqa: BLE001  (search still works, only slower)
+            except Exception as exc:
                 log.warning("could not index payload field %s: %s", field, exc)
 
     def _call(self, what: str, fn: Any) -> Any:

@@ -146,7 +146,9 @@ class MemoryStore:
         """
         text = _validated_text(text)
         if kind not in MEMORY_KINDS:
-            raise InvalidInput(f"unknown memory kind {kind!r}; use one of {', '.join(MEMORY_KINDS)}")
+            raise InvalidInput(
+                f"unknown memory kind {kind!r}; use one of {', '.join(MEMORY_KINDS)}"
+            )
         source = source or Source()
         digest = content_hash(text)
         key = scope.key(visibility)
@@ -279,7 +281,9 @@ class MemoryStore:
             ).first()
             return Memory.from_row(row) if row else None
 
-    def list(self, scope: Scope, *, limit: int = 50, include_retracted: bool = False) -> list[Memory]:
+    def newest(
+        self, scope: Scope, *, limit: int = 50, include_retracted: bool = False
+    ) -> list[Memory]:
         """The newest memories visible in ``scope``."""
         with self.db.session() as s:
             query = select(MemoryRow).where(visible_to(scope))

@@ -16,10 +16,11 @@ __all__ = ["sparse_vector", "terms"]
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _K1 = 1.2
 STOPWORDS = frozenset(
-    """a an and are as at be but by do does did for from has have he her his i if in into is it
-    its me my no not of on or our she so that the their them then there these they this to us
-    was we were what when where which who why will with you your about know tell remember
-    recall anything something please can could would should""".split()
+    """a an and are as at be but by do does did for from has have he her his i
+    if in into is it its me my no not of on or our she so that the their them
+    then there these they this to us was we were what when where which who why will
+    with you your about know tell remember recall anything something please can could
+    would should""".split()  # noqa: SIM905
 )
 
 

@@ -44,8 +44,9 @@ class TurnOutcome:
     usage: list[Usage] = field(default_factory=list)
 
 
-def run_agent(llm: LLM, request: LLMRequest, toolbox: Toolbox, log: TurnLog,
-              *, max_rounds: int) -> TurnOutcome:
+def run_agent(
+    llm: LLM, request: LLMRequest, toolbox: Toolbox, log: TurnLog, *, max_rounds: int
+) -> TurnOutcome:
     """Run the tool loop for ``request`` and return the final answer.
 
     Raises whatever ``llm.complete`` raises (LLMError, LLMAuthError); tool failures are sent

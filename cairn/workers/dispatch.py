@@ -69,9 +69,11 @@ class CeleryDispatcher:
         from cairn.workers.tasks import process_session
 
         try:
-            process_session.apply_async(args=(session_id,), retry=True,
-                                        retry_policy={"max_retries": 3, "interval_start": 0.2,
-                                                      "interval_step": 0.5})
+            process_session.apply_async(
+                args=(session_id,),
+                retry=True,
+                retry_policy={"max_retries": 3, "interval_start": 0.2, "interval_step": 0.5},
+            )
         except (OperationalError, OSError) as exc:
             raise QueueError(
                 f"cannot reach the broker at {self._broker_url} (CAIRN_BROKER_URL): {exc}"

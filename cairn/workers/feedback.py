@@ -17,11 +17,18 @@ from cairn.runtime import Runtime
 __all__ = ["apply_reaction"]
 
 # Opposite of each action, for undo.
-_UNDO = {"confirm": "unconfirm", "retract": "restore", "dispute": "undispute",
-         "useful": "not_useful", "not_useful": "useful"}
+_UNDO = {
+    "confirm": "unconfirm",
+    "retract": "restore",
+    "dispute": "undispute",
+    "useful": "not_useful",
+    "not_useful": "useful",
+}
 
 
-def apply_reaction(rt: Runtime, session: AgentSession, event: SessionEvent) -> tuple[str, str] | None:
+def apply_reaction(
+    rt: Runtime, session: AgentSession, event: SessionEvent
+) -> tuple[str, str] | None:
     """Apply (or undo) the reaction in ``event``; returns (kind, text) to say, or None.
 
     Unknown emoji and repeated reactions are ignored quietly.
@@ -54,8 +61,13 @@ def apply_reaction(rt: Runtime, session: AgentSession, event: SessionEvent) -> t
         _do(rt, scope, memory_id, action, event.user)
     with rt.db.session() as s:
         row = s.get(Reaction, existing.id) if existing is not None else None
-        row = row or Reaction(tenant_id=session.tenant_id, outbound_id=outbound_id,
-                              user=event.user, emoji=emoji, effect=effect)
+        row = row or Reaction(
+            tenant_id=session.tenant_id,
+            outbound_id=outbound_id,
+            user=event.user,
+            emoji=emoji,
+            effect=effect,
+        )
         row.removed_at = None
         row.created_at = utcnow()
         row.event_ref = event.event_ref
@@ -68,8 +80,9 @@ def apply_reaction(rt: Runtime, session: AgentSession, event: SessionEvent) -> t
     return "ack", _summary(effect, emoji, [(texts[m], a) for m, a in actions])
 
 
-def _plan(rt: Runtime, effect: str, kind: str, memories: list[Memory],
-          user: str) -> list[tuple[int, str]]:
+def _plan(
+    rt: Runtime, effect: str, kind: str, memories: list[Memory], user: str
+) -> list[tuple[int, str]]:
     live = [m for m in memories if not m.retracted]
     if effect == "retract" and kind != "notice":
         effect = "not_useful"  # a cross on an answer says it didn't help, not "delete it all"
@@ -105,7 +118,9 @@ def _do(rt: Runtime, scope: Scope, memory_id: int, action: str, user: str) -> No
         store.adjust(memory_id, usefulness=-1.0)
 
 
-def _undo(rt: Runtime, existing: Reaction | None, scope: Scope, emoji: str) -> tuple[str, str] | None:
+def _undo(
+    rt: Runtime, existing: Reaction | None, scope: Scope, emoji: str
+) -> tuple[str, str] | None:
     if existing is None or existing.removed_at is not None:
         return None
     actions = [(int(m), str(a)) for m, a in existing.data.get("actions", [])]
@@ -122,6 +137,5 @@ def _undo(rt: Runtime, existing: Reaction | None, scope: Scope, emoji: str) -> t
 def _summary(effect: str, emoji: str, applied: list[tuple[str, str]]) -> str:
     if not applied:
         return f":{emoji}: noted ({effect}); no memories on that message"
-    names = ", ".join(f"{action} \"{text}\"" for text, action in applied)
+    names = ", ".join(f'{action} "{text}"' for text, action in applied)
     return f":{emoji}: {names}"
-

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
 import redis
@@ -17,7 +18,7 @@ __all__ = ["LocalLocks", "RedisLocks", "SessionLocks"]
 class SessionLocks(Protocol):
     """Mutual exclusion per key, across whatever shares work (threads or machines)."""
 
-    def hold(self, key: str, *, wait: float) -> Iterator[None]:
+    def hold(self, key: str, *, wait: float) -> AbstractContextManager[None]:
         """Hold the lock for ``key`` for the block; raises QueueError after ``wait`` seconds."""
         ...
 
@@ -45,7 +46,7 @@ class LocalLocks:
 class RedisLocks:
     """Locks in Redis, shared by every worker; they expire after ``ttl`` if a worker dies."""
 
-    def __init__(self, client: redis.Redis, *, ttl: float = 900.0) -> None:
+    def __init__(self, client: redis.Redis[bytes], *, ttl: float = 900.0) -> None:
         self._client = client
         self._ttl = ttl
 
@@ -62,7 +63,6 @@ class RedisLocks:
         try:
             yield
         finally:
-            try:
+            # If it expired, another worker may hold it now, which is what ttl is for.
+            with contextlib.suppress(redis.exceptions.LockError):
                 lock.release()
-            except redis.exceptions.LockError:
-                pass  # it expired: another worker may hold it now, which is what ttl is for

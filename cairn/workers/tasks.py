@@ -12,7 +12,7 @@ from cairn.workers.turn import handle_pending
 __all__ = ["process_session"]
 
 
-@app.task(name="cairn.process_session", bind=True, max_retries=10)
+@app.task(name="cairn.process_session", bind=True, max_retries=10)  # type: ignore[untyped-decorator]
 def process_session(self: Any, session_id: int) -> int:
     """Handle the pending events of one session; idempotent, safe to run twice."""
     try:

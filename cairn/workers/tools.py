@@ -143,8 +143,9 @@ class Toolbox:
             payload = {"status": "disputed", **_card(target), "author": target.author}
             return ToolOutcome(json.dumps(payload), used=[target])
         retracted = self.store.retract(target.id, self.scope, by=by, reason=reason)
-        return ToolOutcome(json.dumps({"status": "retracted", **_card(retracted)}),
-                           retracted=[retracted])
+        return ToolOutcome(
+            json.dumps({"status": "retracted", **_card(retracted)}), retracted=[retracted]
+        )
 
     def _target(self, args: dict[str, Any]) -> Memory:
         memory_id = args.get("memory_id")

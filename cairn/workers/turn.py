@@ -73,21 +73,32 @@ def handle_pending(rt: Runtime, session_id: int) -> int:
 def _handle(rt: Runtime, events: EventLog, event: SessionEvent) -> None:
     session = events.session(event.session_id)
     if event.kind == EventKind.REACTION:
-        said = apply_reaction(rt, session, event)
-        _finish(rt, session, event, [_Said(*said)] if said else [])
+        answer = apply_reaction(rt, session, event)
+        _finish(rt, session, event, [_Said(*answer)] if answer else [])
         return
     try:
         outcome = _turn(rt, events, session, event)
     except LLMAuthError as exc:
         log.error("LLM rejected the credentials: %s", exc)
-        _finish(rt, session, event, [_Said("error", f"I can't reach my language model: {exc}")],
-                status=EventStatus.FAILED, error=str(exc))
+        _finish(
+            rt,
+            session,
+            event,
+            [_Said("error", f"I can't reach my language model: {exc}")],
+            status=EventStatus.FAILED,
+            error=str(exc),
+        )
         return
     except (LLMError, CairnError) as exc:
         log.warning("turn failed in session %s: %s", session.id, exc)
-        _finish(rt, session, event,
-                [_Said("error", f"Sorry, I couldn't answer that just now ({exc}).")],
-                status=EventStatus.FAILED, error=str(exc))
+        _finish(
+            rt,
+            session,
+            event,
+            [_Said("error", f"Sorry, I couldn't answer that just now ({exc}).")],
+            status=EventStatus.FAILED,
+            error=str(exc),
+        )
         return
     said = [
         _Said(
@@ -96,8 +107,10 @@ def _handle(rt: Runtime, events: EventLog, event: SessionEvent) -> None:
             tuple((m.id, "used") for m in _unique(outcome.used)),
         )
     ]
-    said += [_Said("notice", f"remembered: {m.text}", ((m.id, "announced"),))
-             for m in _unique(outcome.announced)]
+    said += [
+        _Said("notice", f"remembered: {m.text}", ((m.id, "announced"),))
+        for m in _unique(outcome.announced)
+    ]
     said += [_Said("notice", f"retracted: {m.text}", ()) for m in _unique(outcome.retracted)]
     _finish(rt, session, event, said)
 
@@ -125,8 +138,13 @@ def _turn(rt: Runtime, events: EventLog, session: AgentSession, event: SessionEv
         metadata={"text": event.text, "user": event.user, "thread": session.thread_ref},
     )
     turn_log = _TurnLog(events, session, event)
-    outcome = run_agent(rt.llm, request, Toolbox(rt.memory, scope, source), turn_log,
-                        max_rounds=rt.settings.max_tool_rounds)
+    outcome = run_agent(
+        rt.llm,
+        request,
+        Toolbox(rt.memory, scope, source),
+        turn_log,
+        max_rounds=rt.settings.max_tool_rounds,
+    )
     # What the prompt showed counts as shown, for usefulness feedback on the reply.
     outcome.used = [r.memory for r in recalled] + outcome.used
     return outcome
@@ -166,8 +184,13 @@ def _finish(
         for seq, item in enumerate(said):
             kind = EventKind.REPLY if item.kind == "reply" else EventKind.NOTICE
             EventLog.append_in(
-                s, session.id or 0, session.tenant_id, kind, text=item.text,
-                agent=event.agent, data={"cause": event.id, "kind": item.kind},
+                s,
+                session.id or 0,
+                session.tenant_id,
+                kind,
+                text=item.text,
+                agent=event.agent,
+                data={"cause": event.id, "kind": item.kind},
             )
             _queue(s, session, event, seq, item)
         current.status = status

@@ -31,10 +31,12 @@ HELP = (
     "- forget <fact>: I retract it (kept for audit, never recalled again)"
 )
 
-_REMEMBER = re.compile(r"^(?:please\s+)?(?:remember|note)(?:\s+that)?\s*[:,-]?\s+(?P<x>.+)$",
-                       re.I | re.S)
-_FORGET = re.compile(r"^(?:please\s+)?(?:forget|retract)(?:\s+that|\s+about)?\s*[:,-]?\s+(?P<x>.+)$",
-                     re.I | re.S)
+_REMEMBER = re.compile(
+    r"^(?:please\s+)?(?:remember|note)(?:\s+that)?\s*[:,-]?\s+(?P<x>.+)$", re.I | re.S
+)
+_FORGET = re.compile(
+    r"^(?:please\s+)?(?:forget|retract)(?:\s+that|\s+about)?\s*[:,-]?\s+(?P<x>.+)$", re.I | re.S
+)
 _ASK = re.compile(
     r"^(?:what\s+do\s+you\s+(?:know|remember)\s+(?:about|of)|recall|tell\s+me\s+about|"
     r"do\s+you\s+remember)\s+(?P<x>.+?)\s*\??$",
@@ -86,8 +88,8 @@ class OfflineLLM:
         if intent.argument == "help":
             return _answer(HELP)
         return _answer(
-            "I can't hold a conversation offline. Try \"remember <fact>\", "
-            "\"what do you know about <topic>?\" or \"forget <fact>\"."
+            'I can\'t hold a conversation offline. Try "remember <fact>", '
+            '"what do you know about <topic>?" or "forget <fact>".'
         )
 
 
@@ -126,6 +128,6 @@ def _phrase(result: ToolResultBlock) -> str:
     if status == "disputed":
         return (
             f"Only {data.get('author', 'its author')} or an admin can retract "
-            f"\"{data['text']}\"; I've recorded your objection and flagged it for review."
+            f'"{data["text"]}"; I\'ve recorded your objection and flagged it for review.'
         )
     return result.content
