@@ -70,11 +70,13 @@ class Database:
     """One database: its engine, its migrations, and short-lived sessions."""
 
     def __init__(self, url: str) -> None:
-        self.url = normalise_url(url)
         try:
+            self.url = normalise_url(url)
             self.engine = create_db_engine(self.url)
         except Exception as exc:  # a malformed URL or a missing driver
-            raise StorageError(f"cannot use database {self.safe_url}: {exc}") from exc
+            raise StorageError(
+                f"cannot use database URL {url.split('@')[-1]!r}: {exc}. Check CAIRN_DATABASE_URL."
+            ) from exc
 
     @property
     def safe_url(self) -> str:
@@ -87,9 +89,17 @@ class Database:
         return self.engine.dialect.name == "sqlite"
 
     def current_revision(self) -> str | None:
-        """The migration revision the database is at (None when it is empty)."""
-        with self.engine.connect() as conn:
-            return MigrationContext.configure(conn).get_current_revision()
+        """The migration revision the database is at (None when it is empty).
+
+        Raises StorageError when the database cannot be reached.
+        """
+        try:
+            with self.engine.connect() as conn:
+                return MigrationContext.configure(conn).get_current_revision()
+        except OperationalError as exc:
+            raise StorageError(
+                f"cannot reach database {self.safe_url}: {exc.orig}. Check CAIRN_DATABASE_URL."
+            ) from exc
 
     def head_revision(self) -> str | None:
         """The newest migration Cairn ships."""

@@ -1,0 +1,307 @@
+"""A session end to end inside one process: ingest, dedupe, the worker's turn, the outbox,
+reactions and their undo, on real SQLite and real Qdrant local mode."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlmodel import col, select
+
+from cairn.bot.events import ChatEvent, EventType
+from cairn.bot.ingest import Admission, ingest
+from cairn.config import load_settings
+from cairn.db.models import EventStatus, OutboundMessage, SessionEvent
+from cairn.errors import InvalidInput, LLMError
+from cairn.memory import Scope
+from cairn.memory.events import EventLog
+from cairn.runtime import Runtime
+from cairn.workers.llm.base import LLMRequest, LLMResponse, TextBlock, ToolUseBlock
+from cairn.workers.turn import handle_pending
+
+
+def _msg(
+    text: str, *, thread: str = "t1", user: str = "ann", event_id: str = "", message_id: str = ""
+) -> ChatEvent:
+    return ChatEvent(
+        platform="console",
+        tenant="acme",
+        channel="C1",
+        thread=thread,
+        user=user,
+        text=text,
+        event_id=event_id,
+        message_id=message_id,
+    )
+
+
+def _send(rt: Runtime, event: ChatEvent) -> int:
+    result = ingest(EventLog(rt.db), event, agent="cairn", max_chars=1000)
+    assert result.admission is Admission.QUEUED
+    assert result.session_id is not None
+    handle_pending(rt, result.session_id)
+    return result.session_id
+
+
+def _outbound(rt: Runtime, session_id: int) -> list[OutboundMessage]:
+    with rt.db.session() as s:
+        return list(
+            s.exec(
+                select(OutboundMessage)
+                .where(OutboundMessage.session_id == session_id)
+                .order_by(col(OutboundMessage.id))
+            ).all()
+        )
+
+
+def _deliver(rt: Runtime, message: OutboundMessage) -> str:
+    """Mark a message posted, as a frontend does, and return its platform id."""
+    with rt.db.session() as s:
+        row = s.get(OutboundMessage, message.id)
+        assert row is not None
+        row.status, row.message_ref = "sent", f"msg-{row.id}"
+        s.add(row)
+    return f"msg-{message.id}"
+
+
+def _react(
+    rt: Runtime,
+    target: str,
+    emoji: str,
+    *,
+    user: str = "ann",
+    removed: bool = False,
+    event_id: str | None = None,
+) -> Admission:
+    event = ChatEvent(
+        platform="console",
+        tenant="acme",
+        channel="C1",
+        thread="t1",
+        user=user,
+        type=EventType.REACTION_REMOVED if removed else EventType.REACTION_ADDED,
+        reaction=emoji,
+        target_id=target,
+        event_id=event_id or f"r-{emoji}-{user}-{removed}-{threading.get_ident()}-{id(target)}",
+    )
+    result = ingest(EventLog(rt.db), event, agent="cairn", max_chars=1000)
+    if result.session_id is not None and result.admission is Admission.QUEUED:
+        handle_pending(rt, result.session_id)
+    return result.admission
+
+
+def test_every_step_of_a_turn_is_in_the_event_log_in_order(runtime: Runtime) -> None:
+    session_id = _send(runtime, _msg("remember the build cache lives on s3://cache"))
+    kinds = [(e.kind, e.status) for e in EventLog(runtime.db).events(session_id)]
+    assert kinds == [
+        ("message", "done"),
+        ("tool_call", "done"),
+        ("tool_result", "done"),
+        ("reply", "done"),
+        ("notice", "done"),
+    ]
+    said = [(m.kind, m.text) for m in _outbound(runtime, session_id)]
+    assert said[1] == ("notice", "remembered: the build cache lives on s3://cache")
+
+
+def test_a_redelivered_event_is_taken_once(runtime: Runtime) -> None:
+    log = EventLog(runtime.db)
+    first = ingest(log, _msg("hello", event_id="Ev1"), agent="cairn", max_chars=100)
+    again = ingest(log, _msg("hello", event_id="Ev1"), agent="cairn", max_chars=100)
+    assert (first.admission, again.admission) == (Admission.QUEUED, Admission.DUPLICATE)
+
+
+def test_one_message_delivered_under_two_event_ids_is_taken_once(runtime: Runtime) -> None:
+    log = EventLog(runtime.db)
+    mention = ingest(
+        log, _msg("hi", event_id="Ev1", message_id="1700.01"), agent="c", max_chars=100
+    )
+    message = ingest(
+        log, _msg("hi", event_id="Ev2", message_id="1700.01"), agent="c", max_chars=100
+    )
+    assert (mention.admission, message.admission) == (Admission.QUEUED, Admission.DUPLICATE)
+
+
+def test_bad_input_is_refused_and_nothing_is_written(runtime: Runtime) -> None:
+    log = EventLog(runtime.db)
+    with pytest.raises(InvalidInput):
+        ingest(log, _msg("x" * 1001), agent="cairn", max_chars=1000)
+    with runtime.db.session() as s:
+        assert s.exec(select(SessionEvent)).all() == []
+
+
+def test_messages_of_one_thread_are_handled_in_arrival_order(runtime: Runtime) -> None:
+    log = EventLog(runtime.db)
+    texts = [f"remember fact number {i} is {i * 7}" for i in range(6)]
+    session_id = None
+    for text in texts:
+        session_id = ingest(log, _msg(text), agent="cairn", max_chars=1000).session_id
+    assert session_id is not None
+    workers = [
+        threading.Thread(target=handle_pending, args=(runtime, session_id)) for _ in range(3)
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    notices = [m.text for m in _outbound(runtime, session_id) if m.kind == "notice"]
+    assert notices == [f"remembered: {t.removeprefix('remember ')}" for t in texts]
+
+
+def test_running_a_session_twice_posts_nothing_twice(runtime: Runtime) -> None:
+    session_id = _send(runtime, _msg("remember the wiki is at wiki.acme.test"))
+    before = len(_outbound(runtime, session_id))
+    assert handle_pending(runtime, session_id) == 0
+    assert len(_outbound(runtime, session_id)) == before
+
+
+class _Failing:
+    name = "failing"
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        raise LLMError("the model is overloaded (529) after 4 retries")
+
+
+def test_a_failing_model_gets_an_apology_not_silence(runtime: Runtime) -> None:
+    runtime._llm = _Failing()
+    session_id = _send(runtime, _msg("what's up?"))
+    [apology] = _outbound(runtime, session_id)
+    assert apology.kind == "error"
+    assert "Sorry" in apology.text
+    assert "529" in apology.text
+    [message] = [e for e in EventLog(runtime.db).events(session_id) if e.kind == "message"]
+    assert message.status == EventStatus.FAILED
+
+
+class _Scripted:
+    """A model that plays back fixed answers (the model is not what these tests test)."""
+
+    name = "scripted"
+
+    def __init__(self, *answers: LLMResponse) -> None:
+        self.answers = list(answers)
+        self.requests: list[LLMRequest] = []
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        self.requests.append(request)
+        return self.answers.pop(0)
+
+
+def test_tool_calls_are_logged_before_the_next_model_call(runtime: Runtime) -> None:
+    seen: list[list[str]] = []
+    model = _Scripted(
+        LLMResponse(
+            (ToolUseBlock("u1", "remember", {"text": "prod runs k8s 1.31"}),),
+            stop_reason="tool_use",
+        ),
+        LLMResponse((TextBlock("Noted."),)),
+    )
+    original = model.complete
+
+    def spy(request: LLMRequest) -> LLMResponse:
+        session = EventLog(runtime.db).events(1)
+        seen.append([e.kind for e in session])
+        return original(request)
+
+    model.complete = spy  # type: ignore[method-assign]
+    runtime._llm = model
+    _send(runtime, _msg("prod is on k8s 1.31, keep that in mind"))
+    assert seen[1][-2:] == ["tool_call", "tool_result"]
+    # The second call carries the tool result back to the model.
+    last = model.requests[1].messages[-1]
+    assert last.role == "user"
+    assert last.content[0].type == "tool_result"
+
+
+def test_the_model_cannot_write_outside_the_thread_tenant(runtime: Runtime) -> None:
+    model = _Scripted(
+        LLMResponse(
+            (
+                ToolUseBlock(
+                    "u1",
+                    "remember",
+                    {"text": "planted", "tenant": "globex", "visibility": "public"},
+                ),
+            ),
+            stop_reason="tool_use",
+        ),
+        LLMResponse((TextBlock("ok"),)),
+    )
+    runtime._llm = model
+    _send(runtime, _msg("please store this"))
+    [memory] = runtime.memory.newest(Scope("acme", "cairn"))
+    assert (memory.tenant, memory.visibility) == ("acme", "private")
+    assert runtime.memory.newest(Scope("globex", "cairn")) == []
+
+
+def test_a_model_that_never_stops_calling_tools_is_cut_off(runtime: Runtime) -> None:
+    loop = LLMResponse((ToolUseBlock("u", "recall", {"query": "x"}),), stop_reason="tool_use")
+    runtime._llm = _Scripted(*[loop] * 20)
+    runtime.settings = load_settings(CAIRN_MAX_TOOL_ROUNDS=3)
+    session_id = _send(runtime, _msg("loop forever"))
+    [reply] = _outbound(runtime, session_id)
+    assert "stopped after 3 rounds" in reply.text
+
+
+def _remembered(rt: Runtime) -> tuple[int, str]:
+    session_id = _send(rt, _msg("remember the pager rotation flips on Tuesdays"))
+    notice = next(m for m in _outbound(rt, session_id) if m.kind == "notice")
+    return session_id, _deliver(rt, notice)
+
+
+def test_confirming_a_notice_raises_validity_and_removing_it_undoes_that(
+    runtime: Runtime,
+) -> None:
+    _, target = _remembered(runtime)
+    [memory] = runtime.memory.newest(Scope("acme", "cairn"))
+    assert _react(runtime, target, "white_check_mark") is Admission.QUEUED
+    confirmed = runtime.memory.get(memory.id, Scope("acme", "cairn"))
+    assert confirmed is not None
+    assert (confirmed.validity, confirmed.confirmed) == (1.0, True)
+    _react(runtime, target, "white_check_mark", removed=True)
+    undone = runtime.memory.get(memory.id, Scope("acme", "cairn"))
+    assert undone is not None
+    assert (undone.validity, undone.confirmed) == (0.0, False)
+
+
+def test_the_same_person_reacting_twice_counts_once(runtime: Runtime) -> None:
+    _, target = _remembered(runtime)
+    _react(runtime, target, "+1", event_id="a")
+    _react(runtime, target, "+1", event_id="b")
+    [memory] = runtime.memory.newest(Scope("acme", "cairn"))
+    assert memory.usefulness == 1.0
+
+
+def test_the_author_retracts_with_a_reaction_and_removing_it_restores(runtime: Runtime) -> None:
+    session_id, target = _remembered(runtime)
+    _react(runtime, target, "x")
+    assert runtime.memory.recall("pager rotation", Scope("acme", "cairn")) == []
+    assert _outbound(runtime, session_id)[-1].text.startswith("retracted: ")
+    _react(runtime, target, "x", removed=True)
+    assert runtime.memory.recall("pager rotation", Scope("acme", "cairn"))
+
+
+def test_someone_elses_retract_is_a_dispute_not_a_deletion(runtime: Runtime) -> None:
+    _, target = _remembered(runtime)
+    _react(runtime, target, "wastebasket", user="mallory")
+    [memory] = runtime.memory.newest(Scope("acme", "cairn"))
+    assert not memory.retracted
+    assert (memory.disputes, memory.validity) == (1, -1.0)
+
+
+def test_unknown_emoji_and_reactions_on_other_messages_are_ignored(runtime: Runtime) -> None:
+    _, target = _remembered(runtime)
+    assert _react(runtime, "not-a-bot-message", "+1") is Admission.IGNORED
+    _react(runtime, target, "eyes")
+    [memory] = runtime.memory.newest(Scope("acme", "cairn"))
+    assert (memory.validity, memory.usefulness, memory.disputes) == (0.0, 0.0, 0)
+
+
+def test_a_recall_reply_records_which_memories_it_used(runtime: Runtime) -> None:
+    _remembered(runtime)
+    session_id = _send(runtime, _msg("when does the pager rotation flip?", thread="t2"))
+    reply = next(m for m in _outbound(runtime, session_id) if m.kind == "reply")
+    target = _deliver(runtime, reply)
+    _react(runtime, target, "+1")
+    [memory] = runtime.memory.newest(Scope("acme", "cairn"))
+    assert memory.usefulness == 1.0

@@ -1,0 +1,83 @@
+"""The offline model: it asks for memory tools and phrases their results honestly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cairn.workers.llm.base import LLMRequest, Message, ToolResultBlock
+from cairn.workers.llm.offline import OFFLINE_NOTE, OfflineLLM
+
+
+def _ask(text: str) -> LLMRequest:
+    return LLMRequest(system="s", messages=(Message.user(f"ann: {text}"),), metadata={"text": text})
+
+
+@pytest.mark.parametrize(
+    ("text", "tool", "arguments"),
+    [
+        ("remember the VPN is vpn.example.com", "remember", {"text": "the VPN is vpn.example.com"}),
+        (
+            "Remember that deploys need two approvals.",
+            "remember",
+            {"text": "deploys need two approvals."},
+        ),
+        ("note: staging is flaky", "remember", {"text": "staging is flaky"}),
+        ("what do you know about the VPN?", "recall", {"query": "the VPN"}),
+        ("are deploys frozen?", "recall", {"query": "are deploys frozen"}),
+        (
+            "forget the VPN is vpn.example.com",
+            "retract",
+            {"query": "the VPN is vpn.example.com", "reason": "asked to forget"},
+        ),
+    ],
+)
+def test_requests_become_memory_tool_calls(text: str, tool: str, arguments: dict[str, str]) -> None:
+    response = OfflineLLM().complete(_ask(text))
+    assert response.stop_reason == "tool_use"
+    [use] = response.tool_uses
+    assert (use.name, use.input) == (tool, arguments)
+
+
+def test_small_talk_gets_an_honest_offline_answer_without_tools() -> None:
+    response = OfflineLLM().complete(_ask("how are you today"))
+    assert not response.tool_uses
+    assert "offline" in response.text
+    assert OFFLINE_NOTE in response.text
+
+
+def test_recall_results_are_listed_with_ids() -> None:
+    result = json.dumps(
+        {
+            "query": "vpn",
+            "memories": [{"id": 7, "text": "the VPN is vpn.example.com", "since": "2026-11-29"}],
+        }
+    )
+    request = LLMRequest(
+        system="s",
+        messages=(
+            Message.user("ann: what about the vpn?"),
+            Message("user", (ToolResultBlock("t1", result),)),
+        ),
+    )
+    text = OfflineLLM().complete(request).text
+    assert "the VPN is vpn.example.com (#7" in text
+
+
+def test_an_empty_recall_says_so() -> None:
+    result = json.dumps({"query": "the moon", "memories": []})
+    request = LLMRequest(system="s", messages=(Message("user", (ToolResultBlock("t", result),)),))
+    assert "don't remember anything about the moon" in OfflineLLM().complete(request).text
+
+
+def test_a_tool_error_is_reported_not_hidden() -> None:
+    request = LLMRequest(
+        system="s",
+        messages=(
+            Message(
+                "user", (ToolResultBlock("t", "nothing remembered matches 'x'", is_error=True),)
+            ),
+        ),
+    )
+    assert "couldn't do that: nothing remembered matches" in OfflineLLM().complete(request).text
