@@ -123,7 +123,8 @@ def _start(settings: Settings) -> tuple[Any, Any]:
     from cairn.runtime import build_runtime, reset_runtime
     from cairn.workers.dispatch import CeleryDispatcher, Dispatcher, InProcessDispatcher
 
-    rt = build_runtime(settings)
+    # With a broker, workers do the memory work; this process must not open the vector store.
+    rt = build_runtime(settings, index=not settings.broker_url)
     reset_runtime(rt)  # in-process tasks use this very runtime
     dispatcher: Dispatcher
     if settings.broker_url:

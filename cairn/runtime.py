@@ -74,8 +74,11 @@ def build_index(settings: Settings) -> VectorIndex:
     return QdrantIndex(path=settings.qdrant_path)
 
 
-def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
+def build_runtime(settings: Settings, *, migrate: bool = True, index: bool = True) -> Runtime:
     """Wire a runtime from ``settings``; migrates the database first unless told not to.
+
+    ``index=False`` leaves the vector index out: a frontend that hands all work to Celery
+    workers must not hold the local Qdrant folder, which only one process may open.
 
     Raises StorageError when the database is unreachable or behind, ConfigError for settings
     that only fail when used (an unreachable Redis).
@@ -100,7 +103,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             var = "CAIRN_REDIS_URL" if settings.redis_url else "CAIRN_BROKER_URL"
             raise ConfigError(f"{var}: cannot reach Redis at {url}: {exc}") from exc
         locks = RedisLocks(client, ttl=settings.lock_ttl)
-    memory = MemoryStore(db, build_index(settings), default_k=settings.recall_k)
+    memory = MemoryStore(db, build_index(settings) if index else None, default_k=settings.recall_k)
     memory.flush_outbox()  # replay index work a crash left behind
     return Runtime(settings=settings, db=db, memory=memory, locks=locks, redis=client)
 

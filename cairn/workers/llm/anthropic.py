@@ -146,7 +146,7 @@ class AnthropicLLM:
             raise LLMError(self._explain(exc)) from exc
         if message.stop_reason is None:
             raise LLMError(
-                "the Anthropic stream ended before the answer was complete (no stop reason);"
+                "the answer from Anthropic was cut off before it was complete (no stop reason);"
                 " try again"
             )
         response = _response(message)
@@ -187,10 +187,17 @@ class AnthropicLLM:
 
     def _explain(self, exc: anthropic.AnthropicError | httpx2.HTTPError) -> str:
         """A message for a failed call that a person can act on."""
-        retries = f"after {self.max_retries} retries"
-        if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
+        n = self.max_retries
+        retries = f"after {n} {'retry' if n == 1 else 'retries'}" if n else "without retrying"
+        if isinstance(exc, anthropic.APITimeoutError):
             return (
                 f"Anthropic did not answer within {self.timeout:g}s ({retries});"
+                " try again, or raise CAIRN_LLM_TIMEOUT"
+            )
+        if isinstance(exc, httpx2.TimeoutException):
+            # Raised while reading a stream, where the SDK no longer retries.
+            return (
+                f"Anthropic stopped sending mid-answer for more than {self.timeout:g}s;"
                 " try again, or raise CAIRN_LLM_TIMEOUT"
             )
         if isinstance(exc, anthropic.APIConnectionError):
