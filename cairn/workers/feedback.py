@@ -54,7 +54,7 @@ def apply_reaction(
     if event.data.get("removed"):
         return _undo(rt, existing, scope, emoji)
     if existing is not None and existing.removed_at is None:
-        return None  # the same person reacting twice counts once
+        return "ack", f":{emoji}: already counted"  # the same person reacting twice counts once
     memories = [m for u in uses if (m := rt.memory.get(u.memory_id, scope)) is not None]
     actions = _plan(rt, effect, outbound.kind, memories, event.user)
     for memory_id, action in actions:
@@ -122,7 +122,7 @@ def _undo(
     rt: Runtime, existing: Reaction | None, scope: Scope, emoji: str
 ) -> tuple[str, str] | None:
     if existing is None or existing.removed_at is not None:
-        return None
+        return "ack", f":{emoji}: nothing to undo"
     actions = [(int(m), str(a)) for m, a in existing.data.get("actions", [])]
     for memory_id, action in reversed(actions):
         _do(rt, scope, memory_id, _UNDO[action], existing.user)
