@@ -18,9 +18,11 @@ FACT = "the staging database is db-stg-2"
 def ops_model(request: dict[str, Any]) -> dict[str, Any]:
     """A tiny model: remembers on "remember", recalls on questions, then reports the result."""
     last = request["messages"][-1]
-    blocks = last["content"] if isinstance(last["content"], list) else [
-        {"type": "text", "text": last["content"]}
-    ]
+    blocks = (
+        last["content"]
+        if isinstance(last["content"], list)
+        else [{"type": "text", "text": last["content"]}]
+    )
     results = [b for b in blocks if b.get("type") == "tool_result"]
     if results:
         content = results[0]["content"]
@@ -64,8 +66,9 @@ def test_a_conversation_through_the_anthropic_sdk(tmp_path: Path, stream: str) -
 
 def test_a_rejected_key_is_answered_in_the_thread_with_what_to_fix(tmp_path: Path) -> None:
     with MessagesServer(api_key="the-right-key") as server:
-        env = _env(tmp_path / "home", ANTHROPIC_API_KEY="a-wrong-key",
-                   ANTHROPIC_BASE_URL=server.base_url)
+        env = _env(
+            tmp_path / "home", ANTHROPIC_API_KEY="a-wrong-key", ANTHROPIC_BASE_URL=server.base_url
+        )
         out = chat(env, "hello?\n")
     [reply] = out
     assert reply["failed"] is True

@@ -1,0 +1,184 @@
+"""Memos between agents: durable notes to one agent or to all agents of a tenant.
+
+A memo has a priority and an optional expiry; each recipient has its own read and acknowledged
+state. Expired memos are never delivered, but they are kept.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import or_
+from sqlmodel import col, select
+
+from cairn.bot.events import clean_text
+from cairn.db import Database
+from cairn.db.models import MemoReceipt, MemoRow, Tenant, utcnow
+from cairn.errors import InvalidInput, NotFound
+
+__all__ = ["ALL_AGENTS", "MAX_MEMO_CHARS", "Memo", "MemoBox"]
+
+ALL_AGENTS = "*"
+MAX_MEMO_CHARS = 4000
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Memo:
+    """A memo as one recipient sees it."""
+
+    id: int
+    tenant: str
+    sender: str
+    recipient: str
+    text: str
+    priority: int
+    created_at: datetime
+    expires_at: datetime | None
+    read: bool
+    acknowledged: bool
+
+
+class MemoBox:
+    """Sends memos and keeps each recipient's inbox."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def send(
+        self,
+        tenant: str,
+        sender: str,
+        recipient: str,
+        text: str,
+        *,
+        priority: int = 0,
+        expires_at: datetime | None = None,
+    ) -> Memo:
+        """Store a memo to ``recipient`` (an agent name, or ``*`` for every agent).
+
+        Raises InvalidInput for an empty or oversized text, a malformed recipient, a priority
+        outside -10..10, or an expiry in the past.
+        """
+        text = clean_text(text)
+        if not text:
+            raise InvalidInput("a memo needs some text")
+        if len(text) > MAX_MEMO_CHARS:
+            raise InvalidInput(f"a memo holds at most {MAX_MEMO_CHARS} characters, not {len(text)}")
+        if recipient != ALL_AGENTS and not _NAME.match(recipient):
+            raise InvalidInput(
+                f"memo recipient {recipient!r} is not an agent name (lower-case letters, digits, "
+                "- and _) or * for all agents"
+            )
+        if not -10 <= priority <= 10:
+            raise InvalidInput("memo priority must be between -10 and 10")
+        if expires_at is not None and expires_at <= utcnow():
+            raise InvalidInput("a memo's expiry must be in the future")
+        with self.db.session() as s:
+            if s.get(Tenant, tenant) is None:
+                s.add(Tenant(id=tenant, platform=tenant.split(":")[0]))
+                s.flush()
+            row = MemoRow(
+                tenant_id=tenant,
+                sender=sender,
+                recipient=recipient,
+                text=text,
+                priority=priority,
+                expires_at=expires_at,
+            )
+            s.add(row)
+            s.flush()
+            return _memo(row, None)
+
+    def inbox(
+        self,
+        tenant: str,
+        agent: str,
+        *,
+        include_read: bool = True,
+        include_acknowledged: bool = False,
+        limit: int = 20,
+    ) -> list[Memo]:
+        """Unexpired memos to ``agent`` (or to all agents), highest priority first, then oldest."""
+        now = utcnow()
+        with self.db.session() as s:
+            rows = s.exec(
+                select(MemoRow)
+                .where(
+                    MemoRow.tenant_id == tenant,
+                    col(MemoRow.recipient).in_([agent, ALL_AGENTS]),
+                    col(MemoRow.sender) != agent,
+                    or_(col(MemoRow.expires_at).is_(None), col(MemoRow.expires_at) > now),
+                )
+                .order_by(col(MemoRow.priority).desc(), col(MemoRow.id))
+            ).all()
+            receipts = {
+                r.memo_id: r
+                for r in s.exec(
+                    select(MemoReceipt).where(
+                        MemoReceipt.agent == agent,
+                        col(MemoReceipt.memo_id).in_([m.id for m in rows]),
+                    )
+                ).all()
+            }
+        memos = [_memo(row, receipts.get(row.id or 0)) for row in rows]
+        memos = [
+            m
+            for m in memos
+            if (include_read or not m.read) and (include_acknowledged or not m.acknowledged)
+        ]
+        return memos[:limit]
+
+    def mark_read(self, tenant: str, agent: str, memo_ids: list[int]) -> None:
+        """Record that ``agent`` has been shown these memos."""
+        self._receipt(tenant, agent, memo_ids, acknowledge=False)
+
+    def acknowledge(self, tenant: str, agent: str, memo_id: int) -> Memo:
+        """Mark a memo as dealt with by ``agent``; raises NotFound if it is not in its inbox."""
+        if not any(m.id == memo_id for m in self.inbox(tenant, agent, include_acknowledged=True)):
+            raise NotFound(f"no memo #{memo_id} for {agent}")
+        self._receipt(tenant, agent, [memo_id], acknowledge=True)
+        [memo] = [
+            m for m in self.inbox(tenant, agent, include_acknowledged=True) if m.id == memo_id
+        ]
+        return memo
+
+    def _receipt(self, tenant: str, agent: str, memo_ids: list[int], *, acknowledge: bool) -> None:
+        now = utcnow()
+        with self.db.session() as s:
+            owned = set(
+                s.exec(
+                    select(MemoRow.id).where(
+                        MemoRow.tenant_id == tenant, col(MemoRow.id).in_(memo_ids)
+                    )
+                ).all()
+            )
+            for memo_id in owned:
+                assert memo_id is not None
+                receipt = s.exec(
+                    select(MemoReceipt).where(
+                        MemoReceipt.memo_id == memo_id, MemoReceipt.agent == agent
+                    )
+                ).first() or MemoReceipt(memo_id=memo_id, agent=agent)
+                receipt.read_at = receipt.read_at or now
+                if acknowledge:
+                    receipt.acked_at = receipt.acked_at or now
+                s.add(receipt)
+
+
+def _memo(row: MemoRow, receipt: MemoReceipt | None) -> Memo:
+    assert row.id is not None
+    return Memo(
+        id=row.id,
+        tenant=row.tenant_id,
+        sender=row.sender,
+        recipient=row.recipient,
+        text=row.text,
+        priority=row.priority,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        read=receipt is not None and receipt.read_at is not None,
+        acknowledged=receipt is not None and receipt.acked_at is not None,
+    )
