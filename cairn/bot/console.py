@@ -215,20 +215,27 @@ class Console:
         """Wait until the event is handled, then print its outbound messages."""
         if event_row is None:
             return []
-        deadline = time.monotonic() + self.rt.settings.reply_timeout
-        delay = 0.02
+        started = time.monotonic()
+        deadline = started + self.rt.settings.reply_timeout
+        delay, status_shown = 0.02, False
         while True:
             with self.rt.db.session() as s:
                 row = s.get(SessionEvent, event_row)
                 if row is not None and row.status != EventStatus.PENDING:
                     break
+            if not status_shown and time.monotonic() - started > 0.3:
+                status_shown = True
+                self._thinking(shown=True)
             if time.monotonic() > deadline:
+                self._thinking(shown=False)
                 raise CairnError(
                     f"no answer within {self.rt.settings.reply_timeout:.0f}s "
                     "(CAIRN_REPLY_TIMEOUT); is a worker running? It will be shown when it comes."
                 )
             time.sleep(delay)
             delay = min(delay * 1.5, 0.25)
+        if status_shown:
+            self._thinking(shown=False)
         return self._deliver(cause=event_row, quiet_kinds=quiet_kinds or set())
 
     def _deliver(self, *, cause: int | None, quiet_kinds: set[str]) -> list[str]:
@@ -288,7 +295,14 @@ class Console:
 
     def _prompt(self) -> None:
         if not self.as_json:
-            self.err.write(f"{self.state.user}@{self.state.thread}> ")
+            pasting = self.state.paste is not None
+            self.err.write("... " if pasting else f"{self.state.user}@{self.state.thread}> ")
+            self.err.flush()
+
+    def _thinking(self, shown: bool) -> None:
+        """Show (or clear) a status line while the bot works, on a terminal only."""
+        if self.interactive and not self.as_json:
+            self.err.write("  (thinking...)" if shown else "\r\033[K")
             self.err.flush()
 
 
