@@ -82,14 +82,14 @@ def chat(thread: str, user: str | None, agent: str | None, as_json: bool) -> Non
     With CAIRN_BROKER_URL set, messages are handled by `cairn worker` processes.
     """
     from cairn.bot.console import Console
+    from cairn.bot.pipeline import Pipeline
 
     with _errors():
         settings = _settings()
-        rt, dispatcher = _start(settings)
+        pipeline = Pipeline.open(settings)
         try:
             console = Console(
-                rt,
-                dispatcher,
+                pipeline,
                 as_json=as_json,
                 interactive=sys.stdin.isatty(),
                 thread=thread,
@@ -98,8 +98,7 @@ def chat(thread: str, user: str | None, agent: str | None, as_json: bool) -> Non
             )
             code = console.run(_lines())
         finally:
-            dispatcher.close()
-            rt.close()
+            pipeline.close()
     sys.exit(code)
 
 
@@ -115,25 +114,6 @@ def _lines() -> Iterator[str]:
                 return
     else:
         yield from sys.stdin
-
-
-def _start(settings: Settings) -> tuple[Any, Any]:
-    """Build the runtime and dispatcher, and re-queue work a crash left pending."""
-    from cairn.memory.events import EventLog
-    from cairn.runtime import build_runtime, reset_runtime
-    from cairn.workers.dispatch import CeleryDispatcher, Dispatcher, InProcessDispatcher
-
-    # With a broker, workers do the memory work; this process must not open the vector store.
-    rt = build_runtime(settings, index=not settings.broker_url)
-    reset_runtime(rt)  # in-process tasks use this very runtime
-    dispatcher: Dispatcher
-    if settings.broker_url:
-        dispatcher = CeleryDispatcher(settings.broker_url)
-    else:
-        dispatcher = InProcessDispatcher()
-    for session_id in EventLog(rt.db).sessions_with_pending():
-        dispatcher.submit(session_id)
-    return rt, dispatcher
 
 
 @main.command()

@@ -16,16 +16,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from sqlmodel import col, select
-
 from cairn.bot.emoji import emoji_name
 from cairn.bot.events import ChatEvent, EventType
-from cairn.bot.ingest import Admission, ingest
-from cairn.db.models import EventStatus, OutboundMessage, OutboundStatus, SessionEvent, utcnow
+from cairn.bot.ingest import Admission
+from cairn.bot.outbox import Outbox
+from cairn.bot.pipeline import Pipeline
+from cairn.db.models import EventStatus, SessionEvent
 from cairn.errors import CairnError
-from cairn.memory.events import EventLog
-from cairn.runtime import Runtime
-from cairn.workers.dispatch import Dispatcher
 
 __all__ = ["COMMANDS", "Console"]
 
@@ -57,8 +54,7 @@ class Console:
 
     def __init__(
         self,
-        rt: Runtime,
-        dispatcher: Dispatcher,
+        pipeline: Pipeline,
         *,
         out: TextIO = sys.stdout,
         err: TextIO = sys.stderr,
@@ -68,13 +64,13 @@ class Console:
         user: str | None = None,
         agent: str | None = None,
     ) -> None:
-        self.rt = rt
-        self.dispatcher = dispatcher
-        self.log = EventLog(rt.db)
+        self.pipeline = pipeline
+        self.rt = pipeline.rt
+        self.outbox = Outbox(self.rt.db, PLATFORM)
         self.out, self.err = out, err
         self.as_json = as_json
         self.interactive = interactive
-        self.state = _State(thread, user or _login_name(), agent or rt.settings.agent)
+        self.state = _State(thread, user or _login_name(), agent or self.rt.settings.agent)
 
     @property
     def tenant(self) -> str:
@@ -162,14 +158,8 @@ class Console:
             event_id=uuid.uuid4().hex,
             agent=self.state.agent,
         )
-        result = ingest(
-            self.log,
-            event,
-            agent=self.rt.settings.agent,
-            max_chars=self.rt.settings.max_message_chars,
-        )
-        if result.admission is Admission.QUEUED and result.session_id is not None:
-            self.dispatcher.submit(result.session_id)
+        result = self.pipeline.accept(event)
+        if result.admission is Admission.QUEUED:
             self._await(result.event_row)
 
     def react(self, emoji: str, *, removed: bool = False) -> None:
@@ -189,14 +179,9 @@ class Console:
             reaction=name,
             target_id=target,
         )
-        result = ingest(
-            self.log,
-            event,
-            agent=self.rt.settings.agent,
-            max_chars=self.rt.settings.max_message_chars,
-        )
+        result = self.pipeline.accept(event)
         effect = self.rt.settings.reaction_effect(name)
-        if result.admission is not Admission.QUEUED or result.session_id is None:
+        if result.admission is not Admission.QUEUED:
             self._emit(
                 "reaction",
                 f":{name}: {result.admission.value}",
@@ -205,7 +190,6 @@ class Console:
                 status=result.admission.value,
             )
             return
-        self.dispatcher.submit(result.session_id)
         acks = self._await(result.event_row, quiet_kinds={"ack"})
         status = "handled" if effect else "ignored"
         text = acks[0] if acks else f":{name}: {status}"
@@ -239,35 +223,26 @@ class Console:
         return self._deliver(cause=event_row, quiet_kinds=quiet_kinds or set())
 
     def _deliver(self, *, cause: int | None, quiet_kinds: set[str]) -> list[str]:
-        with self.rt.db.session() as s:
-            query = select(OutboundMessage).where(
-                OutboundMessage.platform == PLATFORM,
-                OutboundMessage.tenant_id == self.tenant,
-                OutboundMessage.status == OutboundStatus.PENDING,
+        quiet: list[str] = []
+        for message in self.outbox.pending(tenant=self.tenant, cause=cause, limit=1000):
+            assert message.id is not None
+            ref = f"console:{message.id}"
+            if not self.outbox.mark_sent(message.id, ref):
+                continue  # another console showed it
+            if message.kind in quiet_kinds:
+                quiet.append(message.text)
+                continue
+            if message.kind != "ack":
+                self.state.last_bot_message[message.thread_ref] = ref
+            failed = message.kind == "error"  # the bot's apology is still a reply
+            self._emit(
+                "reply" if failed else message.kind,
+                message.text,
+                id=message.id,
+                thread=message.thread_ref,
+                agent=message.agent,
+                **({"failed": True} if failed else {}),
             )
-            if cause is not None:
-                query = query.where(OutboundMessage.cause_event_id == cause)
-            pending = s.exec(query.order_by(col(OutboundMessage.id))).all()
-            quiet: list[str] = []
-            for message in pending:
-                message.status = OutboundStatus.SENT
-                message.sent_at = utcnow()
-                message.message_ref = f"console:{message.id}"
-                s.add(message)
-                if message.kind in quiet_kinds:
-                    quiet.append(message.text)
-                    continue
-                if message.kind != "ack":
-                    self.state.last_bot_message[message.thread_ref] = message.message_ref
-                failed = message.kind == "error"  # the bot's apology is still a reply
-                self._emit(
-                    "reply" if failed else message.kind,
-                    message.text,
-                    id=message.id,
-                    thread=message.thread_ref,
-                    agent=message.agent,
-                    **({"failed": True} if failed else {}),
-                )
         return quiet
 
     def _deliver_leftovers(self) -> None:

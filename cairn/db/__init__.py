@@ -95,15 +95,17 @@ class Database:
         """
         try:
             with self.engine.connect() as conn:
-                return MigrationContext.configure(conn).get_current_revision()
+                heads = MigrationContext.configure(conn).get_current_heads()
+                return "+".join(sorted(heads)) or None
         except OperationalError as exc:
             raise StorageError(
                 f"cannot reach database {self.safe_url}: {exc.orig}. Check CAIRN_DATABASE_URL."
             ) from exc
 
     def head_revision(self) -> str | None:
-        """The newest migration Cairn ships."""
-        return ScriptDirectory.from_config(alembic_config(self.url)).get_current_head()
+        """The newest migration Cairn ships (heads joined by ``+`` while branches are open)."""
+        heads = ScriptDirectory.from_config(alembic_config(self.url)).get_heads()
+        return "+".join(sorted(heads)) or None
 
     def migrate(self) -> None:
         """Bring the schema up to the newest migration; raises StorageError if it cannot."""
@@ -111,7 +113,7 @@ class Database:
         try:
             with self.engine.begin() as conn:
                 cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
+                command.upgrade(cfg, "heads")
         except OperationalError as exc:
             raise StorageError(
                 f"cannot migrate database {self.safe_url}: {exc.orig}. "

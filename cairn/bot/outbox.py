@@ -1,0 +1,68 @@
+"""The reply outbox as frontends see it: what is waiting to be posted, and recording the post.
+
+Workers write ``outbound_message`` rows; the frontend that owns the platform connection posts
+them in order and records the platform's id of each posted message in ``message_ref`` (Slack:
+``channel:ts``; Matrix: the event id; console: ``console:<id>``). Reactions name their target by
+that same ``message_ref``, which is how feedback finds the memories behind a message.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import update
+from sqlmodel import col, select
+
+from cairn.db import Database
+from cairn.db.models import OutboundMessage, OutboundStatus, utcnow
+
+__all__ = ["Outbox"]
+
+
+class Outbox:
+    """Pending bot messages of one platform, oldest first."""
+
+    def __init__(self, db: Database, platform: str) -> None:
+        self.db = db
+        self.platform = platform
+
+    def pending(
+        self, *, tenant: str | None = None, cause: int | None = None, limit: int = 100
+    ) -> list[OutboundMessage]:
+        """Messages still to post, in the order they were written."""
+        with self.db.session() as s:
+            query = select(OutboundMessage).where(
+                OutboundMessage.platform == self.platform,
+                OutboundMessage.status == OutboundStatus.PENDING,
+            )
+            if tenant is not None:
+                query = query.where(OutboundMessage.tenant_id == tenant)
+            if cause is not None:
+                query = query.where(OutboundMessage.cause_event_id == cause)
+            return list(s.exec(query.order_by(col(OutboundMessage.id)).limit(limit)).all())
+
+    def mark_sent(self, outbound_id: int, message_ref: str | None) -> bool:
+        """Record that the message was posted as ``message_ref``; False if it was already sent.
+
+        Only a pending row changes, so two frontends racing on one message post it once.
+        """
+        with self.db.session() as s:
+            result = s.exec(
+                update(OutboundMessage)
+                .where(
+                    col(OutboundMessage.id) == outbound_id,
+                    col(OutboundMessage.status) == OutboundStatus.PENDING,
+                )
+                .values(status=OutboundStatus.SENT, sent_at=utcnow(), message_ref=message_ref)
+            )
+            return bool(result.rowcount)
+
+    def mark_failed(self, outbound_id: int, error: str, *, give_up: bool) -> None:
+        """Count a failed attempt; after ``give_up`` the message is not retried."""
+        with self.db.session() as s:
+            row = s.get(OutboundMessage, outbound_id)
+            if row is None:
+                return
+            row.attempts += 1
+            row.last_error = error[:1000]
+            if give_up:
+                row.status = OutboundStatus.FAILED
+            s.add(row)

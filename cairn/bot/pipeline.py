@@ -1,0 +1,71 @@
+"""What every frontend shares: the runtime, the queue, and accepting one ChatEvent.
+
+A frontend builds a :class:`Pipeline` from the settings, hands each normalised event to
+:meth:`Pipeline.accept`, and posts what :class:`~cairn.bot.outbox.Outbox` holds for it.
+"""
+
+from __future__ import annotations
+
+from cairn.bot.events import ChatEvent
+from cairn.bot.ingest import Admission, Ingested, ingest
+from cairn.config import Settings
+from cairn.memory.events import EventLog
+from cairn.runtime import Runtime, build_runtime, reset_runtime
+from cairn.workers.dispatch import CeleryDispatcher, Dispatcher, InProcessDispatcher
+
+__all__ = ["Pipeline"]
+
+
+class Pipeline:
+    """Ingest-and-enqueue for frontends, in-process or through Celery."""
+
+    def __init__(self, rt: Runtime, dispatcher: Dispatcher) -> None:
+        self.rt = rt
+        self.dispatcher = dispatcher
+        self.log = EventLog(rt.db)
+
+    @classmethod
+    def open(cls, settings: Settings) -> Pipeline:
+        """Build the runtime and the queue from ``settings`` and re-queue work left pending.
+
+        With a broker, workers do the memory work and this process does not open the vector
+        store (the local Qdrant folder admits one process only).
+        """
+        rt = build_runtime(settings, index=not settings.broker_url)
+        reset_runtime(rt)  # in-process tasks use this very runtime
+        dispatcher: Dispatcher
+        if settings.broker_url:
+            dispatcher = CeleryDispatcher(settings.broker_url)
+        else:
+            dispatcher = InProcessDispatcher()
+        pipeline = cls(rt, dispatcher)
+        pipeline.recover()
+        return pipeline
+
+    def accept(self, event: ChatEvent) -> Ingested:
+        """Validate, dedupe and log ``event``, then queue its session if there is work.
+
+        Raises InvalidInput for a malformed event (nothing stored) and QueueError when the
+        broker is unreachable (the event is stored and will be re-queued by :meth:`recover`).
+        """
+        result = ingest(
+            self.log,
+            event,
+            agent=event.agent or self.rt.settings.agent,
+            max_chars=self.rt.settings.max_message_chars,
+        )
+        if result.admission is Admission.QUEUED and result.session_id is not None:
+            self.dispatcher.submit(result.session_id)
+        return result
+
+    def recover(self) -> int:
+        """Queue every session with pending events (after a crash or a broker outage)."""
+        sessions = self.log.sessions_with_pending()
+        for session_id in sessions:
+            self.dispatcher.submit(session_id)
+        return len(sessions)
+
+    def close(self) -> None:
+        """Let in-process work finish, then release connections."""
+        self.dispatcher.close()
+        self.rt.close()
