@@ -124,20 +124,27 @@ def run() -> None:
     Slack is configured by SLACK_BOT_TOKEN plus SLACK_APP_TOKEN or SLACK_SIGNING_SECRET;
     Matrix by MATRIX_HOMESERVER, MATRIX_USER_ID and a password or access token.
     """
+    import signal
+    import threading
+
+    from cairn.bot.frontend import configured_frontends, serve
+    from cairn.bot.pipeline import Pipeline
+
     with _errors():
         settings = _settings()
-        wanted = []
-        if settings.slack_bot_token:
-            wanted.append("Slack")
-        if settings.matrix_homeserver:
-            wanted.append("Matrix")
-        if wanted:
-            raise CairnError(
-                f"the {' and '.join(wanted)} frontend is not part of this release yet; "
-                "unset its variables to use the console, or run `cairn chat`"
-            )
-    ctx = click.get_current_context()
-    ctx.invoke(chat)
+        if not (settings.slack_bot_token or settings.matrix_homeserver):
+            click.get_current_context().invoke(chat)
+            return
+        pipeline = Pipeline.open(settings)
+        try:
+            frontends = configured_frontends(pipeline, settings)
+            stop = threading.Event()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, lambda *_: stop.set())
+            click.echo(f"cairn: running {', '.join(f.name for f in frontends)}", err=True)
+            serve(frontends, stop)
+        finally:
+            pipeline.close()
 
 
 @main.command()
@@ -196,12 +203,12 @@ def migrate() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def show_config(as_json: bool) -> None:
     """Show the effective settings (secrets masked) and where they came from."""
-    from cairn.config import config_file
+    from cairn.config import config_file, hide_password
 
     with _errors():
         settings = _settings()
         shown = settings.redacted()
-        shown["(database)"] = settings.effective_database_url
+        shown["(database)"] = hide_password(settings.effective_database_url)
         shown["(vectors)"] = settings.qdrant_url or str(settings.qdrant_path)
         shown["(llm)"] = settings.llm_provider
         shown["(config file)"] = str(config_file() or "none")
@@ -211,6 +218,16 @@ def show_config(as_json: bool) -> None:
         width = max(len(k) for k in shown)
         for key, value in shown.items():
             click.echo(f"{key:<{width}}  {value}")
+
+
+@main.group()
+def bench() -> None:
+    """Benchmarks: commands that measure and print figures (no pass/fail)."""
+
+
+@main.group()
+def session() -> None:
+    """Look into agent sessions (one per chat thread)."""
 
 
 @main.group()

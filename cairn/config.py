@@ -22,7 +22,14 @@ from pydantic_settings import (
 
 from cairn.errors import ConfigError
 
-__all__ = ["Settings", "config_file", "env_name", "get_settings", "load_settings"]
+__all__ = [
+    "Settings",
+    "config_file",
+    "env_name",
+    "get_settings",
+    "hide_password",
+    "load_settings",
+]
 
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 
@@ -215,8 +222,19 @@ class Settings(BaseSettings):
                 value = "***"
             elif isinstance(value, Path):
                 value = str(value)
+            elif isinstance(value, str) and "://" in value:
+                value = hide_password(value)
             shown[str(var)] = value
         return shown
+
+
+def hide_password(url: str) -> str:
+    """``url`` with the password part of its credentials replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
 
 
 def env_name(field: str) -> str:

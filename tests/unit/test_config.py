@@ -113,3 +113,13 @@ def test_reaction_mapping_is_configurable(monkeypatch: pytest.MonkeyPatch) -> No
     assert s.reaction_effect("rocket") == "useful"
     assert s.reaction_effect("+1") is None
     assert s.reaction_effect("x") == "retract"
+
+
+def test_passwords_in_urls_are_masked_in_the_redacted_view(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CAIRN_DATABASE_URL", "postgresql://cairn:hunter2@db:5432/cairn")
+    monkeypatch.setenv("CAIRN_BROKER_URL", "redis://:s3cret@redis:6379/0")
+    shown = load_settings().redacted()
+    assert shown["CAIRN_DATABASE_URL"] == "postgresql://cairn:***@db:5432/cairn"
+    assert shown["CAIRN_BROKER_URL"] == "redis://:***@redis:6379/0"

@@ -1,0 +1,87 @@
+"""Running chat frontends side by side: the protocol each platform adapter implements.
+
+An adapter (``cairn.bot.slack.SlackFrontend``, ``cairn.bot.matrix.MatrixFrontend``) is built
+with the shared :class:`~cairn.bot.pipeline.Pipeline` and the settings, turns its platform's
+events into ChatEvents for ``pipeline.accept``, and posts what the outbox holds for its
+platform. ``cairn run`` starts every configured adapter in its own thread.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from typing import Protocol
+
+from cairn.bot.pipeline import Pipeline
+from cairn.config import Settings
+from cairn.errors import CairnError
+
+__all__ = ["Frontend", "configured_frontends", "serve"]
+
+log = logging.getLogger(__name__)
+
+
+class Frontend(Protocol):
+    """A chat platform adapter."""
+
+    name: str
+
+    def run(self, stop: threading.Event) -> None:
+        """Receive events and post replies until ``stop`` is set; reconnects on its own."""
+        ...
+
+    def healthy(self) -> bool:
+        """Whether the platform connection is alive right now."""
+        ...
+
+
+# (settings attribute that enables it, module, class) for each platform adapter.
+_ADAPTERS = (
+    ("slack_bot_token", "cairn.bot.slack", "SlackFrontend"),
+    ("matrix_homeserver", "cairn.bot.matrix", "MatrixFrontend"),
+)
+
+
+def configured_frontends(pipeline: Pipeline, settings: Settings) -> list[Frontend]:
+    """The adapters the settings configure (empty: use the console)."""
+    frontends: list[Frontend] = []
+    for attribute, module_name, class_name in _ADAPTERS:
+        if not getattr(settings, attribute):
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            platform = module_name.rsplit(".", 1)[-1].capitalize()
+            raise CairnError(
+                f"the {platform} frontend is not part of this release yet; unset its variables "
+                "to use the console, or run `cairn chat`"
+            ) from None
+        frontends.append(getattr(module, class_name)(pipeline, settings))
+    return frontends
+
+
+def serve(frontends: list[Frontend], stop: threading.Event) -> None:
+    """Run each frontend in a thread until ``stop`` is set or one of them dies."""
+    threads = []
+    for frontend in frontends:
+        thread = threading.Thread(
+            target=_guarded, args=(frontend, stop), name=f"frontend-{frontend.name}", daemon=True
+        )
+        thread.start()
+        threads.append(thread)
+    while not stop.wait(0.5):
+        if not all(t.is_alive() for t in threads):
+            stop.set()
+    for thread in threads:
+        thread.join(timeout=30)
+
+
+def _guarded(frontend: Frontend, stop: threading.Event) -> None:
+    try:
+        frontend.run(stop)
+    except Exception:
+        log.exception("the %s frontend stopped with an error", frontend.name)
+        stop.set()
