@@ -224,23 +224,23 @@ class Console:
 
     def _deliver(self, *, cause: int | None, quiet_kinds: set[str]) -> list[str]:
         quiet: list[str] = []
-        for message in self.outbox.pending(tenant=self.tenant, cause=cause, limit=1000):
-            assert message.id is not None
-            ref = f"console:{message.id}"
-            if not self.outbox.mark_sent(message.id, ref):
+        for reply in self.outbox.replies(tenant=self.tenant, cause=cause, limit=1000):
+            assert reply.outbound_id is not None
+            ref = f"console:{reply.outbound_id}"
+            if not self.outbox.mark_sent(reply.outbound_id, ref):
                 continue  # another console showed it
-            if message.kind in quiet_kinds:
-                quiet.append(message.text)
+            if reply.kind in quiet_kinds:
+                quiet.append(reply.text)
                 continue
-            if message.kind != "ack":
-                self.state.last_bot_message[message.thread_ref] = ref
-            failed = message.kind == "error"  # the bot's apology is still a reply
+            if reply.kind != "ack":
+                self.state.last_bot_message[reply.thread] = ref
+            failed = reply.kind == "error"  # the bot's apology is still a reply
             self._emit(
-                "reply" if failed else message.kind,
-                message.text,
-                id=message.id,
-                thread=message.thread_ref,
-                agent=message.agent,
+                "reply" if failed else reply.kind,
+                reply.text,
+                id=reply.outbound_id,
+                thread=reply.thread,
+                agent=reply.agent,
                 **({"failed": True} if failed else {}),
             )
         return quiet

@@ -11,10 +11,27 @@ from __future__ import annotations
 from sqlalchemy import update
 from sqlmodel import col, select
 
+from cairn.bot.events import ChatReply
 from cairn.db import Database
 from cairn.db.models import OutboundMessage, OutboundStatus, utcnow
 
-__all__ = ["Outbox"]
+__all__ = ["Outbox", "as_reply"]
+
+
+def as_reply(row: OutboundMessage) -> ChatReply:
+    """The ChatReply an outbox row asks a frontend to post."""
+    return ChatReply(
+        platform=row.platform,
+        tenant=row.tenant_id,
+        channel=row.channel,
+        thread=row.thread_ref,
+        text=row.text,
+        kind=row.kind,
+        agent=row.agent,
+        outbound_id=row.id,
+        in_reply_to=str(row.data.get("in_reply_to", "")),
+        data=dict(row.data),
+    )
 
 
 class Outbox:
@@ -38,6 +55,12 @@ class Outbox:
             if cause is not None:
                 query = query.where(OutboundMessage.cause_event_id == cause)
             return list(s.exec(query.order_by(col(OutboundMessage.id)).limit(limit)).all())
+
+    def replies(
+        self, *, tenant: str | None = None, cause: int | None = None, limit: int = 100
+    ) -> list[ChatReply]:
+        """:meth:`pending`, as the ChatReply objects a frontend posts."""
+        return [as_reply(row) for row in self.pending(tenant=tenant, cause=cause, limit=limit)]
 
     def mark_sent(self, outbound_id: int, message_ref: str | None) -> bool:
         """Record that the message was posted as ``message_ref``; False if it was already sent.

@@ -15,7 +15,6 @@ from cairn.workers.llm.base import (
     LLM,
     LLMRequest,
     Message,
-    TextBlock,
     ToolResultBlock,
     Usage,
 )
@@ -84,7 +83,3 @@ def run_agent(
     )
     return outcome
 
-
-def user_text(message: Message) -> str:
-    """The text a person wrote in ``message`` (tool results left out)."""
-    return "\n".join(b.text for b in message.content if isinstance(b, TextBlock))
