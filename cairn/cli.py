@@ -7,7 +7,6 @@ message naming the variable when one is missing or contradictory.
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,13 +33,11 @@ Configuration comes from environment variables and an optional cairn.toml
 
 
 def _settings() -> Settings:
+    from cairn.logs import configure_logging
+
     get_settings.cache_clear()
     settings = get_settings()
-    logging.basicConfig(
-        level=settings.log_level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(settings.log_level, secrets=settings.secret_values())
     return settings
 
 
@@ -132,11 +129,12 @@ def run() -> None:
 
     with _errors():
         settings = _settings()
-        if not (settings.slack_bot_token or settings.matrix_homeserver):
+        if not (settings.slack_enabled or settings.matrix_homeserver):
             click.get_current_context().invoke(chat)
             return
         pipeline = Pipeline.open(settings)
         try:
+            _serve_metrics(settings)
             frontends = configured_frontends(pipeline, settings)
             stop = threading.Event()
             for signum in (signal.SIGINT, signal.SIGTERM):
@@ -151,7 +149,8 @@ def run() -> None:
 @click.option("--concurrency", "-c", default=2, show_default=True, help="Parallel tasks.")
 @click.option("--loglevel", "-l", default="INFO", show_default=True)
 @click.option("--pool", default=None, help="Celery pool (default: threads with local Qdrant).")
-def worker(concurrency: int, loglevel: str, pool: str | None) -> None:
+@click.option("--beat", is_flag=True, help="Also run the periodic jobs (one worker only).")
+def worker(concurrency: int, loglevel: str, pool: str | None, beat: bool) -> None:
     """Run a Celery worker that handles sessions queued on CAIRN_BROKER_URL.
 
     With the embedded Qdrant folder (no CAIRN_QDRANT_URL) the worker uses a thread pool,
@@ -173,17 +172,28 @@ def worker(concurrency: int, loglevel: str, pool: str | None) -> None:
 
         app = configure_celery(settings)
         chosen = pool or ("prefork" if settings.qdrant_url else "threads")
-        app.worker_main(
-            [
-                "worker",
-                f"--loglevel={loglevel}",
-                f"--concurrency={concurrency}",
-                f"--pool={chosen}",
-                "--queues=cairn",
-                "--without-gossip",
-                "--without-mingle",
-            ]
-        )
+        argv = [
+            "worker",
+            f"--loglevel={loglevel}",
+            f"--concurrency={concurrency}",
+            f"--pool={chosen}",
+            "--queues=cairn",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+        if beat:
+            argv += ["--beat", f"--schedule={settings.home_dir / 'celerybeat-schedule'}"]
+        _serve_metrics(settings)
+        app.worker_main(argv)
+
+
+def _serve_metrics(settings: Settings) -> None:
+    """Serve /metrics on CAIRN_METRICS_PORT when it is set."""
+    if settings.metrics_port:
+        from cairn.metrics import serve_metrics
+
+        serve_metrics(settings.metrics_port)
+        click.echo(f"cairn: metrics on :{settings.metrics_port}/metrics", err=True)
 
 
 @main.command()
@@ -197,6 +207,33 @@ def migrate() -> None:
         before = db.current_revision()
         db.migrate()
         click.echo(f"database {db.safe_url}: {before or 'empty'} -> {db.current_revision()}")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+def doctor(as_json: bool) -> None:
+    """Check the configuration and every service Cairn uses; print what to fix.
+
+    \b
+    Checks: settings, database and its migrations, Redis, Celery workers (with a broker),
+    Qdrant, the LLM key and model, Slack (auth.test) and Matrix (whoami). Exits 1 when a
+    check fails; warnings (e.g. offline model) do not fail.
+    """
+    from dataclasses import asdict
+
+    from cairn.doctor import run_checks
+
+    with _errors():
+        checks = run_checks(_settings())
+    if as_json:
+        click.echo(json.dumps([asdict(c) for c in checks], indent=2))
+    else:
+        marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "--  "}
+        for c in checks:
+            click.echo(f"{marks[c.status]}  {c.name:<9} {c.detail}")
+            if c.fix:
+                click.echo(f"{'':6}{'':<9} -> {c.fix}")
+    sys.exit(1 if any(c.status == "fail" for c in checks) else 0)
 
 
 @main.command("config")
@@ -230,49 +267,28 @@ def session() -> None:
     """Look into agent sessions (one per chat thread)."""
 
 
-@main.group()
-def memory() -> None:
-    """Look into long-term memory."""
+from cairn.memory.commands import memory, session_end  # noqa: E402 - after the groups
 
+main.add_command(memory)
+session.add_command(session_end)
 
-@memory.command("list")
-@click.option("--tenant", default=None, help="Tenant (default: the console's).")
-@click.option("--agent", default=None, help="Agent (default: CAIRN_AGENT).")
-@click.option("--limit", default=50, show_default=True)
-@click.option("--all", "include_retracted", is_flag=True, help="Include retracted memories.")
-def memory_list(tenant: str | None, agent: str | None, limit: int, include_retracted: bool) -> None:
-    """List the newest memories an agent can see."""
-    from cairn.memory import Scope
-    from cairn.runtime import build_runtime
+from cairn.memory.bench import bench_recall, bench_scale  # noqa: E402 - after the groups
 
-    with _errors():
-        settings = _settings()
-        rt = build_runtime(settings)
-        scope = Scope(tenant or settings.console_tenant, agent or settings.agent)
-        for m in rt.memory.newest(scope, limit=limit, include_retracted=include_retracted):
-            flags = " (retracted)" if m.retracted else (" (confirmed)" if m.confirmed else "")
-            click.echo(f"#{m.id} [{m.kind}/{m.visibility}] {m.text}{flags}")
-        rt.close()
+bench.add_command(bench_recall)
+bench.add_command(bench_scale)
 
+from cairn.workers.bench import pipeline_command  # noqa: E402 - after the groups
 
-@memory.command("recall")
-@click.argument("query")
-@click.option("--tenant", default=None, help="Tenant (default: the console's).")
-@click.option("--agent", default=None, help="Agent (default: CAIRN_AGENT).")
-@click.option("-k", default=5, show_default=True)
-def memory_recall(query: str, tenant: str | None, agent: str | None, k: int) -> None:
-    """Show what recall finds for QUERY, with scores."""
-    from cairn.memory import Scope
-    from cairn.runtime import build_runtime
+bench.add_command(pipeline_command)
 
-    with _errors():
-        settings = _settings()
-        rt = build_runtime(settings)
-        scope = Scope(tenant or settings.console_tenant, agent or settings.agent)
-        for r in rt.memory.recall(query, scope, k):
-            click.echo(f"{r.score:.3f}  #{r.memory.id} {r.memory.text}")
-        rt.close()
+from cairn.memos.cli import memo as memo_group  # noqa: E402 - after the groups
 
+main.add_command(memo_group)
+
+from cairn.memory.context.commands import bench_context, session_show  # noqa: E402
+
+bench.add_command(bench_context)
+session.add_command(session_show)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -103,8 +103,8 @@ def build_runtime(settings: Settings, *, migrate: bool = True, index: bool = Tru
             var = "CAIRN_REDIS_URL" if settings.redis_url else "CAIRN_BROKER_URL"
             raise ConfigError(f"{var}: cannot reach Redis at {url}: {exc}") from exc
         locks = RedisLocks(client, ttl=settings.lock_ttl)
-    memory = MemoryStore(db, build_index(settings) if index else None, default_k=settings.recall_k)
-    memory.flush_outbox()  # replay index work a crash left behind
+    memory = MemoryStore.from_settings(db, settings, index=index)
+    memory.reconcile()  # replay index work a crash left behind, refill a new collection
     return Runtime(settings=settings, db=db, memory=memory, locks=locks, redis=client)
 
 

@@ -32,7 +32,7 @@ CHANNEL = "console"
 COMMANDS = """\
 /thread NAME     switch to thread NAME (each thread is its own session)
 /user NAME       speak as NAME from now on
-/agent NAME      address agent NAME from now on
+/agent NAME      address agent NAME from now on ("ops: ..." addresses one message)
 /react EMOJI     react to the bot's last message in this thread (e.g. /react +1, /react x)
 /unreact EMOJI   remove that reaction again
 /paste           start a multi-line message; /end sends it
@@ -44,7 +44,7 @@ COMMANDS = """\
 class _State:
     thread: str
     user: str
-    agent: str
+    agent: str | None  # None: routed ("ops: ..." or the default agent)
     last_bot_message: dict[str, str] = field(default_factory=dict)
     paste: list[str] | None = None
 
@@ -70,7 +70,7 @@ class Console:
         self.out, self.err = out, err
         self.as_json = as_json
         self.interactive = interactive
-        self.state = _State(thread, user or _login_name(), agent or self.rt.settings.agent)
+        self.state = _State(thread, user or _login_name(), agent)
 
     @property
     def tenant(self) -> str:

@@ -15,7 +15,6 @@ from typing import Protocol
 
 from cairn.bot.pipeline import Pipeline
 from cairn.config import Settings
-from cairn.errors import CairnError
 
 __all__ = ["Frontend", "configured_frontends", "serve"]
 
@@ -38,7 +37,7 @@ class Frontend(Protocol):
 
 # (settings attribute that enables it, module, class) for each platform adapter.
 _ADAPTERS = (
-    ("slack_bot_token", "cairn.bot.slack", "SlackFrontend"),
+    ("slack_enabled", "cairn.bot.slack", "SlackFrontend"),
     ("matrix_homeserver", "cairn.bot.matrix", "MatrixFrontend"),
 )
 
@@ -49,16 +48,7 @@ def configured_frontends(pipeline: Pipeline, settings: Settings) -> list[Fronten
     for attribute, module_name, class_name in _ADAPTERS:
         if not getattr(settings, attribute):
             continue
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            platform = module_name.rsplit(".", 1)[-1].capitalize()
-            raise CairnError(
-                f"the {platform} frontend is not part of this release yet; unset its variables "
-                "to use the console, or run `cairn chat`"
-            ) from None
+        module = importlib.import_module(module_name)
         frontends.append(getattr(module, class_name)(pipeline, settings))
     return frontends
 

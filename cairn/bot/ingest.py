@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import select
+from sqlmodel import col, select
 
 from cairn.bot.events import ChatEvent, EventType
-from cairn.db.models import EventKind, EventStatus, OutboundMessage
+from cairn.db.models import AgentSession, EventKind, EventStatus, OutboundMessage
 from cairn.memory.events import EventLog, ThreadRef
 
 __all__ = ["Admission", "Ingested", "ingest"]
@@ -54,6 +55,12 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
     assert session.id is not None
     try:
         with log.db.session() as s:
+            if session.status != "open":  # a new message wakes an ended session
+                s.exec(
+                    update(AgentSession)
+                    .where(col(AgentSession.id) == session.id)
+                    .values(status="open", ended_at=None)
+                )
             row = log.append_in(
                 s,
                 session.id,

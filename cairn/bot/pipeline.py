@@ -6,12 +6,17 @@ A frontend builds a :class:`Pipeline` from the settings, hands each normalised e
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cairn.bot.events import ChatEvent
 from cairn.bot.ingest import Admission, Ingested, ingest
+from cairn.bot.routing import route
 from cairn.config import Settings
 from cairn.memory.events import EventLog
+from cairn.metrics import EVENTS
 from cairn.runtime import Runtime, build_runtime, reset_runtime
 from cairn.workers.dispatch import CeleryDispatcher, Dispatcher, InProcessDispatcher
+from cairn.workers.periodic import Ticker, end_idle_sessions, reconcile_index, stale_sessions
 
 __all__ = ["Pipeline"]
 
@@ -23,6 +28,7 @@ class Pipeline:
         self.rt = rt
         self.dispatcher = dispatcher
         self.log = EventLog(rt.db)
+        self._ticker: Ticker | None = None
 
     @classmethod
     def open(cls, settings: Settings) -> Pipeline:
@@ -40,7 +46,25 @@ class Pipeline:
             dispatcher = InProcessDispatcher()
         pipeline = cls(rt, dispatcher)
         pipeline.recover()
+        if not settings.broker_url:
+            # No celery beat without a broker: the same upkeep runs on a thread here.
+            pipeline._ticker = Ticker(pipeline.upkeep_jobs(), interval=settings.beat_interval)
+            pipeline._ticker.start()
         return pipeline
+
+    def upkeep_jobs(self) -> list[Callable[[], object]]:
+        """The periodic jobs of the in-process default (celery beat runs them otherwise)."""
+        settings = self.rt.settings
+
+        def requeue() -> None:
+            for session_id in stale_sessions(self.rt, older_than=settings.stale_after):
+                self.dispatcher.submit(session_id)
+
+        return [
+            lambda: reconcile_index(self.rt),
+            requeue,
+            lambda: end_idle_sessions(self.rt, idle=settings.session_idle),
+        ]
 
     def accept(self, event: ChatEvent) -> Ingested:
         """Validate, dedupe and log ``event``, then queue its session if there is work.
@@ -48,12 +72,14 @@ class Pipeline:
         Raises InvalidInput for a malformed event (nothing stored) and QueueError when the
         broker is unreachable (the event is stored and will be re-queued by :meth:`recover`).
         """
+        event = route(event, self.rt.settings)
         result = ingest(
             self.log,
             event,
             agent=event.agent or self.rt.settings.agent,
             max_chars=self.rt.settings.max_message_chars,
         )
+        EVENTS.labels(event.platform, event.type.value, result.admission.value).inc()
         if result.admission is Admission.QUEUED and result.session_id is not None:
             self.dispatcher.submit(result.session_id)
         return result
@@ -67,5 +93,7 @@ class Pipeline:
 
     def close(self) -> None:
         """Let in-process work finish, then release connections."""
+        if self._ticker is not None:
+            self._ticker.stop()
         self.dispatcher.close()
         self.rt.close()

@@ -17,6 +17,10 @@ __all__ = [
     "AgentRow",
     "AgentSession",
     "Artifact",
+    "ContextArtifact",
+    "ContextCheckpoint",
+    "ContextTelemetry",
+    "DeadLetter",
     "EventKind",
     "EventStatus",
     "MemoReceipt",
@@ -229,6 +233,7 @@ class MemoryRow(SQLModel, table=True):
     confirmed: bool = Field(default=False)
     disputes: int = Field(default=0)
     tier: str = Field(default="hot", max_length=8)
+    merges: int = Field(default=0)  # near-duplicates folded into this memory
     retracted: bool = Field(default=False)
     retracted_at: datetime | None = Field(
         default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
@@ -334,4 +339,89 @@ class Artifact(SQLModel, table=True):
     content: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+
+
+class ContextArtifact(SQLModel, table=True):
+    """An artifact as one session saw it: the card's title, and who may retrieve it.
+
+    The content is stored once per hash (``artifact``); this row is what lets a session of
+    a tenant retrieve it, so one tenant can never read another's paste by guessing a hash.
+    """
+
+    __tablename__ = "context_artifact"
+    __table_args__ = (UniqueConstraint("session_id", "sha256", name="uq_context_artifact"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="agent_session.id", index=True)
+    tenant_id: str = Field(max_length=200)
+    sha256: str = Field(foreign_key="artifact.sha256", max_length=64, index=True)
+    kind: str = Field(default="text", max_length=32)
+    title: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    chars: int = Field(default=0)
+    tokens: int = Field(default=0)
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+
+
+class ContextCheckpoint(SQLModel, table=True):
+    """A session's compact state through one event (state graph, digests, units), derived
+    deterministically from the event log; a worker resumes from it plus the events after it."""
+
+    __tablename__ = "context_checkpoint"
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="agent_session.id", index=True, unique=True)
+    through_seq: int = Field(default=0)
+    turn: int = Field(default=0)
+    version: int = Field(default=1)
+    state: dict[str, Any] = _json()
+    updated_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+
+
+class ContextTelemetry(SQLModel, table=True):
+    """What the context engine did for one turn: tokens per band, pressure, what it showed."""
+
+    __tablename__ = "context_telemetry"
+    __table_args__ = (UniqueConstraint("session_id", "event_seq", name="uq_context_telemetry"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="agent_session.id", index=True)
+    event_seq: int
+    mode: str = Field(default="engine", max_length=16)
+    level: str = Field(default="normal", max_length=16)
+    pressure: float = Field(default=0.0)
+    budget: int = Field(default=0)
+    prompt_tokens: int = Field(default=0)
+    bands: dict[str, Any] = _json()
+    memories_recalled: int = Field(default=0)
+    memos_shown: int = Field(default=0)
+    hydrated: int = Field(default=0)
+    artifacts_created: int = Field(default=0)
+    artifacts_retrieved: int = Field(default=0)
+    compile_ms: float = Field(default=0.0)
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+
+
+class DeadLetter(SQLModel, table=True):
+    """An event that kept failing: kept with the reason, for people to look at and replay."""
+
+    __tablename__ = "dead_letter"
+
+    id: int | None = Field(default=None, primary_key=True)
+    event_id: int = Field(foreign_key="session_event.id", index=True, unique=True)
+    session_id: int = Field(foreign_key="agent_session.id")
+    tenant_id: str = Field(max_length=200)
+    reason: str = Field(sa_column=Column(Text, nullable=False))
+    attempts: int = Field(default=1)
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+    replayed_at: datetime | None = Field(
+        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
     )

@@ -17,12 +17,20 @@ from typing import Any, Protocol
 
 from cairn.memory.terms import sparse_vector
 
-__all__ = ["IndexUnavailable", "IndexedMemory", "QdrantIndex", "VectorIndex"]
+__all__ = [
+    "EdgeIndex",
+    "IndexUnavailable",
+    "IndexedMemory",
+    "QdrantIndex",
+    "VectorIndex",
+    "embedded_index",
+]
 
 log = logging.getLogger(__name__)
 
 COLLECTION = "cairn_memory"
 SPARSE = "terms"
+DENSE = "dense"
 
 
 class IndexUnavailable(Exception):
@@ -38,6 +46,7 @@ class IndexedMemory:
     tenant: str
     agent: str | None
     visibility: str
+    vector: list[float] | None = None  # the dense embedding, when the index has dense vectors
 
 
 class VectorIndex(Protocol):
@@ -52,7 +61,17 @@ class VectorIndex(Protocol):
         ...
 
     def search(self, query: str, tenant: str, agent: str, k: int) -> list[tuple[int, float]]:
-        """Up to ``k`` (memory id, score) pairs of ``tenant`` visible to ``agent``, best first."""
+        """Lexical: up to ``k`` (memory id, score) pairs of ``tenant`` visible to ``agent``."""
+        ...
+
+    def search_dense(
+        self, vector: list[float], tenant: str, agent: str, k: int
+    ) -> list[tuple[int, float]]:
+        """Dense: up to ``k`` (memory id, cosine) pairs; empty when the index has no vectors."""
+        ...
+
+    def count(self) -> int:
+        """How many memories the index holds (all tenants), for reconciliation."""
         ...
 
     def close(self) -> None:
@@ -85,10 +104,15 @@ class QdrantIndex:
         path: Path | None = None,
         api_key: str | None = None,
         timeout: int = 5,
+        dense_dim: int | None = None,
     ) -> None:
         if (url is None) == (path is None):
             raise ValueError("QdrantIndex needs exactly one of url and path")
         self._url, self._path, self._api_key, self._timeout = url, path, api_key, timeout
+        self.dense_dim = dense_dim
+        # One collection per vector layout: switching models starts a fresh collection, which
+        # the store's reconciler fills from the database.
+        self.collection = COLLECTION if dense_dim is None else f"{COLLECTION}_d{dense_dim}"
         self._client: Any = None
         self._lock = threading.RLock()
         self._ready = False
@@ -114,28 +138,29 @@ class QdrantIndex:
                         _LOCAL_CLIENTS[self._path] = client
             else:
                 client = QdrantClient(url=self._url, api_key=self._api_key, timeout=self._timeout)
-            self._ensure_collection(client, server=self._url is not None)
+            self._ensure_collection(client, self.collection, self.dense_dim, self._url is not None)
         except Exception as exc:
             raise IndexUnavailable(f"Qdrant at {self.where} is unavailable: {exc}") from exc
         self._client = client
         return client
 
     @staticmethod
-    def _ensure_collection(client: Any, *, server: bool) -> None:
+    def _ensure_collection(client: Any, name: str, dim: int | None, server: bool) -> None:
         from qdrant_client import models
 
-        if client.collection_exists(COLLECTION):
+        if client.collection_exists(name):
             return
+        dense = {} if dim is None else {DENSE: models.VectorParams(size=dim, distance="Cosine")}
         client.create_collection(
-            COLLECTION,
-            vectors_config={},
+            name,
+            vectors_config=dense,
             sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
         )
         if not server:
             return  # local mode has no payload indexes
         for field in ("tenant", "agent", "visibility"):
             try:
-                client.create_payload_index(COLLECTION, field, models.PayloadSchemaType.KEYWORD)
+                client.create_payload_index(name, field, models.PayloadSchemaType.KEYWORD)
             except Exception as exc:
                 log.warning("could not index payload field %s: %s", field, exc)
 
@@ -158,10 +183,15 @@ class QdrantIndex:
         points = []
         for item in items:
             indices, values = sparse_vector(item.text)
+            vector: dict[str, Any] = {SPARSE: models.SparseVector(indices=indices, values=values)}
+            if self.dense_dim is not None:
+                if item.vector is None or len(item.vector) != self.dense_dim:
+                    raise ValueError(f"memory #{item.memory_id} needs a {self.dense_dim}-d vector")
+                vector[DENSE] = item.vector
             points.append(
                 models.PointStruct(
                     id=item.memory_id,
-                    vector={SPARSE: models.SparseVector(indices=indices, values=values)},
+                    vector=vector,
                     payload={
                         "tenant": item.tenant,
                         "agent": item.agent or "*",
@@ -169,7 +199,7 @@ class QdrantIndex:
                     },
                 )
             )
-        self._call("upsert", lambda c: c.upsert(COLLECTION, points=points, wait=True))
+        self._call("upsert", lambda c: c.upsert(self.collection, points=points, wait=True))
 
     def delete(self, memory_ids: list[int]) -> None:
         """Remove ``memory_ids`` from the index."""
@@ -178,7 +208,9 @@ class QdrantIndex:
         if not memory_ids:
             return
         selector = models.PointIdsList(points=list(memory_ids))
-        self._call("delete", lambda c: c.delete(COLLECTION, points_selector=selector, wait=True))
+        self._call(
+            "delete", lambda c: c.delete(self.collection, points_selector=selector, wait=True)
+        )
 
     def search(self, query: str, tenant: str, agent: str, k: int) -> list[tuple[int, float]]:
         """Candidates of ``tenant`` that ``agent`` may see, best first."""
@@ -187,6 +219,23 @@ class QdrantIndex:
         indices, values = sparse_vector(query)
         if not indices:
             return []
+        return self._query(
+            models.SparseVector(indices=indices, values=values), SPARSE, tenant, agent, k
+        )
+
+    def search_dense(
+        self, vector: list[float], tenant: str, agent: str, k: int
+    ) -> list[tuple[int, float]]:
+        """Nearest memories of ``tenant`` visible to ``agent`` by cosine, best first."""
+        if self.dense_dim is None:
+            return []
+        return self._query(vector, DENSE, tenant, agent, k)
+
+    def _query(
+        self, query: Any, using: str, tenant: str, agent: str, k: int
+    ) -> list[tuple[int, float]]:
+        from qdrant_client import models
+
         visible = models.Filter(
             must=[models.FieldCondition(key="tenant", match=models.MatchValue(value=tenant))],
             should=[
@@ -199,14 +248,15 @@ class QdrantIndex:
         result = self._call(
             "search",
             lambda c: c.query_points(
-                COLLECTION,
-                query=models.SparseVector(indices=indices, values=values),
-                using=SPARSE,
-                query_filter=visible,
-                limit=k,
+                self.collection, query=query, using=using, query_filter=visible, limit=k
             ),
         )
         return [(int(p.id), float(p.score)) for p in result.points]
+
+    def count(self) -> int:
+        """Points in the collection."""
+        result = self._call("count", lambda c: c.count(self.collection, exact=True))
+        return int(result.count)
 
     def close(self) -> None:
         """Close a server connection; local clients stay open for the process's lifetime."""
@@ -214,3 +264,172 @@ class QdrantIndex:
             if self._client is not None and self._url is not None:
                 self._client.close()
             self._client = None
+
+
+_EDGE_SHARDS: dict[Path, Any] = {}
+
+
+@atexit.register
+def _close_edge_shards() -> None:
+    with _LOCAL_LOCK:
+        for shard in _EDGE_SHARDS.values():
+            with contextlib.suppress(Exception):  # best effort at exit
+                shard.flush()
+                shard.close()
+        _EDGE_SHARDS.clear()
+
+
+def embedded_index(path: Path, dense_dim: int | None) -> VectorIndex:
+    """The embedded default's index in ``path``: Qdrant edge, else qdrant-client's local mode."""
+    try:
+        import qdrant_edge  # noqa: F401
+    except ImportError:
+        return QdrantIndex(path=path, dense_dim=dense_dim)
+    return EdgeIndex(path, dense_dim=dense_dim)
+
+
+class EdgeIndex:
+    """Qdrant's in-process engine (qdrant-edge) in a folder: the embedded default.
+
+    Same points, vectors and payload as :class:`QdrantIndex`, with keyword payload indexes, so
+    a tenant-filtered query does not scan other tenants' points.
+    """
+
+    def __init__(self, path: Path, *, dense_dim: int | None = None) -> None:
+        self.dense_dim = dense_dim
+        self._path = path / (f"edge_d{dense_dim}" if dense_dim is not None else "edge")
+        self._lock = threading.RLock()
+        self._shard: Any = None
+
+    @property
+    def where(self) -> str:
+        """The shard's folder, for logs and ``cairn memory doctor``."""
+        return str(self._path)
+
+    def _connect(self) -> Any:
+        if self._shard is not None:
+            return self._shard
+        try:
+            import qdrant_edge as qe
+
+            with _LOCAL_LOCK:
+                shard = _EDGE_SHARDS.get(self._path)
+                if shard is None:
+                    if (self._path / "edge_config.json").exists():
+                        shard = qe.EdgeShard.load(str(self._path))
+                    else:
+                        shard = self._create(qe)
+                    _EDGE_SHARDS[self._path] = shard
+        except Exception as exc:
+            raise IndexUnavailable(
+                f"Qdrant edge shard at {self.where} is unavailable: {exc}"
+            ) from exc
+        self._shard = shard
+        return shard
+
+    def _create(self, qe: Any) -> Any:
+        vectors = (
+            {DENSE: qe.EdgeVectorParams(size=self.dense_dim, distance=qe.Distance.Cosine)}
+            if self.dense_dim is not None
+            else {}
+        )
+        config = qe.EdgeConfig(
+            vectors=vectors,
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        )
+        self._path.mkdir(parents=True, exist_ok=True)
+        shard = qe.EdgeShard.create(str(self._path), config)
+        for field in ("tenant", "agent", "visibility"):
+            shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
+        return shard
+
+    def _call(self, what: str, fn: Any) -> Any:
+        with self._lock:
+            shard = self._connect()
+            try:
+                return fn(shard)
+            except Exception as exc:
+                raise IndexUnavailable(f"Qdrant edge {what} failed at {self.where}: {exc}") from exc
+
+    def upsert(self, items: list[IndexedMemory]) -> None:
+        """Add or replace ``items``."""
+        import qdrant_edge as qe
+
+        if not items:
+            return
+        points = []
+        for item in items:
+            indices, values = sparse_vector(item.text)
+            vector: dict[str, Any] = {SPARSE: qe.SparseVector(indices, values)}
+            if self.dense_dim is not None:
+                if item.vector is None or len(item.vector) != self.dense_dim:
+                    raise ValueError(f"memory #{item.memory_id} needs a {self.dense_dim}-d vector")
+                vector[DENSE] = list(item.vector)
+            payload = {
+                "tenant": item.tenant,
+                "agent": item.agent or "*",
+                "visibility": item.visibility,
+            }
+            points.append(qe.Point(item.memory_id, vector, payload))
+        self._call("upsert", lambda s: s.update(qe.UpdateOperation.upsert_points(points)))
+
+    def delete(self, memory_ids: list[int]) -> None:
+        """Remove ``memory_ids``."""
+        import qdrant_edge as qe
+
+        if memory_ids:
+            ids: list[Any] = list(memory_ids)
+            self._call("delete", lambda s: s.update(qe.UpdateOperation.delete_points(ids)))
+
+    def search(self, query: str, tenant: str, agent: str, k: int) -> list[tuple[int, float]]:
+        """Lexical candidates of ``tenant`` that ``agent`` may see, best first."""
+        import qdrant_edge as qe
+
+        indices, values = sparse_vector(query)
+        if not indices:
+            return []
+        return self._query(qe.SparseVector(indices, values), SPARSE, tenant, agent, k)
+
+    def search_dense(
+        self, vector: list[float], tenant: str, agent: str, k: int
+    ) -> list[tuple[int, float]]:
+        """Nearest memories of ``tenant`` visible to ``agent`` by cosine, best first."""
+        if self.dense_dim is None:
+            return []
+        return self._query(list(vector), DENSE, tenant, agent, k)
+
+    def _query(
+        self, query: Any, using: str, tenant: str, agent: str, k: int
+    ) -> list[tuple[int, float]]:
+        import qdrant_edge as qe
+
+        visible = qe.Filter(
+            must=[qe.FieldCondition("tenant", match=qe.MatchValue(tenant))],
+            should=[
+                qe.FieldCondition("agent", match=qe.MatchValue(agent)),
+                qe.FieldCondition("visibility", match=qe.MatchAny(["team", "public"])),
+            ],
+        )
+        request = qe.QueryRequest(
+            limit=k, query=qe.Query.Nearest(query, using=using), filter=visible
+        )
+        points = self._call("search", lambda s: s.query(request))
+        return [(int(p.id), float(p.score)) for p in points]
+
+    def count(self) -> int:
+        """Points in the shard."""
+        import qdrant_edge as qe
+
+        return int(self._call("count", lambda s: s.count(qe.CountRequest(exact=True))))
+
+    def optimize(self) -> None:
+        """Build the shard's search indexes now (after a bulk load)."""
+        self._call("optimize", lambda s: s.optimize())
+
+    def close(self) -> None:
+        """Flush to disk; the shard stays open for the process's lifetime (like local mode)."""
+        with self._lock:
+            if self._shard is not None:
+                with contextlib.suppress(Exception):
+                    self._shard.flush()
+            self._shard = None

@@ -11,11 +11,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, update
+from sqlalchemy import ColumnElement, and_, delete, func, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
@@ -23,13 +24,26 @@ from cairn.bot.events import clean_text
 from cairn.db import Database
 from cairn.db.models import MemoryOutbox, MemoryRow, Tenant, utcnow
 from cairn.errors import InvalidInput, NotFound
+from cairn.memory.embed import Embedder
 from cairn.memory.index import IndexedMemory, IndexUnavailable, VectorIndex
+from cairn.memory.ranking import (
+    RankWeights,
+    Standing,
+    fuse,
+    fuse_scores,
+    modifier,
+    neighbours_boost,
+)
 from cairn.memory.scope import Scope, Source, Visibility
 from cairn.memory.terms import terms
+
+if TYPE_CHECKING:
+    from cairn.config import Settings
 
 __all__ = [
     "MAX_MEMORY_CHARS",
     "MEMORY_KINDS",
+    "Candidates",
     "Memory",
     "MemoryStore",
     "Recalled",
@@ -63,6 +77,10 @@ class Memory:
     confirmed: bool
     disputes: int
     retracted: bool
+    tier: str = "hot"
+    updated_at: datetime | None = None
+    last_recalled_at: datetime | None = None
+    merges: int = 0
 
     @classmethod
     def from_row(cls, row: MemoryRow) -> Memory:
@@ -84,15 +102,36 @@ class Memory:
             confirmed=row.confirmed,
             disputes=row.disputes,
             retracted=row.retracted,
+            tier=row.tier,
+            updated_at=row.updated_at,
+            last_recalled_at=row.last_recalled_at,
+            merges=row.merges,
         )
 
 
 @dataclass(frozen=True, slots=True)
 class Remembered:
-    """The outcome of a write: the memory, and whether it is new or an existing duplicate."""
+    """The outcome of a write: the memory, and whether it is new or an existing duplicate.
+
+    ``merged`` is true when the text was a near-duplicate folded into ``memory``.
+    """
 
     memory: Memory
     created: bool
+    merged: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """What each retriever proposes for a query, best first, before fusion and weighting.
+
+    ``degraded`` is true when the vector index did not answer and lexical candidates come from
+    the database instead.
+    """
+
+    lexical: list[tuple[int, float]] = field(default_factory=list)
+    dense: list[tuple[int, float]] = field(default_factory=list)
+    degraded: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,12 +160,48 @@ def visible_to(scope: Scope) -> ColumnElement[bool]:
 
 
 class MemoryStore:
-    """Scoped long-term memory over a database and an optional vector index."""
+    """Scoped long-term memory over a database, an optional vector index and an embedder."""
 
-    def __init__(self, db: Database, index: VectorIndex | None, *, default_k: int = 5) -> None:
+    def __init__(
+        self,
+        db: Database,
+        index: VectorIndex | None,
+        *,
+        embedder: Embedder | None = None,
+        weights: RankWeights | None = None,
+        default_k: int = 5,
+    ) -> None:
         self.db = db
         self.index = index
+        self.embedder = embedder
+        self.weights = weights or RankWeights()
         self.default_k = default_k
+        self._vectors: dict[int, list[float]] = {}  # embedded at write, handed to the outbox
+
+    @classmethod
+    def from_settings(cls, db: Database, settings: Settings, *, index: bool = True) -> MemoryStore:
+        """The store the settings describe: embedder, Qdrant (server or local) and weights.
+
+        Raises ConfigError when an explicitly named embedding model cannot be loaded.
+        """
+        from cairn.memory.embed import build_embedder
+        from cairn.memory.index import QdrantIndex, embedded_index
+
+        embedder = build_embedder(settings.embeddings)
+        dim = embedder.dim if embedder is not None else None
+        vectors: VectorIndex | None = None
+        if index and settings.qdrant_url:
+            key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+            vectors = QdrantIndex(url=settings.qdrant_url, api_key=key, dense_dim=dim)
+        elif index:
+            vectors = embedded_index(settings.qdrant_path, dim)
+        return cls(
+            db,
+            vectors,
+            embedder=embedder,
+            weights=RankWeights.from_settings(settings),
+            default_k=settings.recall_k,
+        )
 
     # --- writes -------------------------------------------------------------------------
 
@@ -138,11 +213,21 @@ class MemoryStore:
         kind: str = "fact",
         visibility: Visibility = Visibility.PRIVATE,
         source: Source | None = None,
+        created_at: datetime | None = None,
+        flush: bool = True,
+        vector: Sequence[float] | None = None,
     ) -> Remembered:
         """Store ``text`` in ``scope``, or return the existing memory it duplicates.
 
-        Raises InvalidInput for empty or oversized text and unknown kinds. Re-remembering a
-        retracted memory restores it, recording who restored it.
+        Exact duplicates (same text up to case, spacing and final punctuation) return the
+        existing memory; near-duplicates of the same kind (cosine >= CAIRN_MEMORY_NEAR_DUPLICATE)
+        merge into it when the new text adds no term. Episodic turns are never merged.
+        ``created_at`` dates a memory that happened earlier (an imported conversation).
+        ``flush=False`` leaves the index work in the outbox for a later :meth:`flush_outbox`
+        (bulk loads); ``vector`` is the text's embedding when the caller has it already.
+
+        Raises InvalidInput for empty or oversized text, control characters and unknown kinds.
+        Re-remembering a retracted memory restores it, recording who restored it.
         """
         text = _validated_text(text)
         if kind not in MEMORY_KINDS:
@@ -153,6 +238,24 @@ class MemoryStore:
         digest = content_hash(text)
         key = scope.key(visibility)
         self._ensure_tenant(scope.tenant, source.platform)
+        with self.db.session() as s:
+            exact = s.exec(
+                select(MemoryRow.id).where(
+                    MemoryRow.tenant_id == scope.tenant,
+                    MemoryRow.scope_key == key,
+                    MemoryRow.content_hash == digest,
+                )
+            ).first()
+        if exact is not None:
+            return Remembered(self._existing(scope, key, digest, source), created=False)
+        if vector is not None:
+            vector = [float(x) for x in vector]
+        elif kind != "episode":  # episodes skip the near-duplicate check: embed in the outbox
+            vector = self._embed_one(text)
+        if kind != "episode" and vector is not None:
+            near = self._near_duplicate(text, vector, scope, visibility, kind)
+            if near is not None:
+                return Remembered(self._merge(near, source), created=False, merged=True)
         try:
             with self.db.session() as s:
                 row = MemoryRow(
@@ -172,6 +275,8 @@ class MemoryStore:
                     source_message=source.message,
                     author=source.author,
                 )
+                if created_at is not None:
+                    row.created_at = row.updated_at = created_at
                 s.add(row)
                 s.flush()
                 assert row.id is not None
@@ -179,8 +284,67 @@ class MemoryStore:
                 created = Memory.from_row(row)
         except IntegrityError:
             return Remembered(self._existing(scope, key, digest, source), created=False)
-        self.flush_outbox()
+        if vector is not None:
+            self._vectors[created.id] = vector
+        if flush:
+            self.flush_outbox()
         return Remembered(created, created=True)
+
+    def _embed_one(self, text: str) -> list[float] | None:
+        if self.embedder is None:
+            return None
+        try:
+            return [float(x) for x in self.embedder.embed([text])[0]]
+        except Exception as exc:  # a broken model must not stop a write; the outbox retries
+            log.warning("embedding failed, the outbox will retry: %s", exc)
+            return None
+
+    def _near_duplicate(
+        self, text: str, vector: list[float], scope: Scope, visibility: Visibility, kind: str
+    ) -> int | None:
+        """An existing memory this text restates: close in meaning and saying no new term.
+
+        Cosine alone would merge "frozen until Monday" into "frozen until Tuesday"; requiring
+        the existing memory to hold every term of the new text keeps different facts apart.
+        """
+        if self.index is None:
+            return None
+        try:
+            hits = self.index.search_dense(vector, scope.tenant, scope.agent, 3)
+        except IndexUnavailable:
+            return None
+        close = [mid for mid, score in hits if score >= self.weights.near_duplicate]
+        if not close:
+            return None
+        owner = scope.agent if visibility is Visibility.PRIVATE else None
+        mine = set(terms(text))
+        with self.db.session() as s:
+            rows = s.exec(
+                select(MemoryRow).where(
+                    col(MemoryRow.id).in_(close),
+                    visible_to(scope),
+                    MemoryRow.kind == kind,
+                    MemoryRow.visibility == visibility.value,
+                    MemoryRow.agent == owner if owner else col(MemoryRow.agent).is_(None),
+                    col(MemoryRow.retracted).is_(False),
+                )
+            ).all()
+            for row in rows:
+                theirs = set(terms(row.text))
+                if mine and mine <= theirs:  # the new text adds no term: a restatement
+                    return row.id
+            return None
+
+    def _merge(self, memory_id: int, source: Source) -> Memory:
+        with self.db.session() as s:
+            row = s.get(MemoryRow, memory_id)
+            assert row is not None
+            row.merges += 1
+            row.updated_at = utcnow()
+            s.add(row)
+            s.flush()
+            log.info("merged a near-duplicate from %s into memory #%s", source.author, memory_id)
+            return Memory.from_row(row)
 
     def _existing(self, scope: Scope, key: str, digest: str, source: Source) -> Memory:
         with self.db.session() as s:
@@ -226,11 +390,7 @@ class MemoryStore:
             if row is None:
                 raise NotFound(f"no memory #{memory_id} in this scope")
             if not row.retracted:
-                row.retracted = True
-                row.retracted_at = utcnow()
-                row.retracted_by = by
-                row.retraction_reason = reason
-                row.updated_at = utcnow()
+                _tombstone(row, by, reason)
                 s.add(row)
                 s.add(MemoryOutbox(memory_id=memory_id, op="delete"))
             memory = Memory.from_row(row)
@@ -282,36 +442,88 @@ class MemoryStore:
             return Memory.from_row(row) if row else None
 
     def newest(
-        self, scope: Scope, *, limit: int = 50, include_retracted: bool = False
+        self,
+        scope: Scope,
+        *,
+        limit: int = 50,
+        include_retracted: bool = False,
+        kind: str | None = None,
+        tier: str | None = None,
     ) -> list[Memory]:
-        """The newest memories visible in ``scope``."""
+        """The newest memories visible in ``scope``, optionally of one kind or tier."""
         with self.db.session() as s:
             query = select(MemoryRow).where(visible_to(scope))
             if not include_retracted:
                 query = query.where(col(MemoryRow.retracted).is_(False))
+            if kind is not None:
+                query = query.where(MemoryRow.kind == kind)
+            if tier is not None:
+                query = query.where(MemoryRow.tier == tier)
             rows = s.exec(query.order_by(col(MemoryRow.id).desc()).limit(limit)).all()
             return [Memory.from_row(r) for r in rows]
 
-    def recall(self, query: str, scope: Scope, k: int | None = None) -> list[Recalled]:
-        """The memories in ``scope`` most relevant to ``query``, best first, never retracted.
+    def candidates(
+        self, query: str, scope: Scope, n: int, *, vector: Sequence[float] | None = None
+    ) -> Candidates:
+        """Up to ``n`` lexical and ``n`` dense candidates for ``query`` in ``scope``.
 
-        Uses the vector index when it answers, and lexical search in the database (with a
-        warning in the log) when it does not.
+        Candidates are proposals only: :meth:`recall` re-reads them through :func:`visible_to`.
+        A dead index degrades to lexical search in the database, logged as a warning.
+        ``vector`` is the query's embedding when the caller has it already.
         """
-        k = k or self.default_k
-        candidates: list[tuple[int, float]] | None = None
         if self.index is not None:
             try:
-                candidates = self.index.search(query, scope.tenant, scope.agent, k * 3)
+                lexical = self.index.search(query, scope.tenant, scope.agent, n)
+                dense: list[tuple[int, float]] = []
+                if vector is None and self.embedder is not None:
+                    vector = [float(x) for x in self.embedder.embed([query])[0]]
+                if vector is not None:
+                    dense = self.index.search_dense(list(vector), scope.tenant, scope.agent, n)
+                return Candidates(lexical, dense)
             except IndexUnavailable as exc:
                 log.warning("vector index unavailable, recalling lexically: %s", exc)
-        if candidates is None:
-            candidates = self._lexical(query, scope, k * 3)
-        if not candidates:
+        return Candidates(self._lexical(query, scope, n), [], degraded=True)
+
+    def recall(
+        self,
+        query: str,
+        scope: Scope,
+        k: int | None = None,
+        *,
+        now: datetime | None = None,
+        touch: bool = True,
+        vector: Sequence[float] | None = None,
+    ) -> list[Recalled]:
+        """The memories in ``scope`` most relevant to ``query``, best first, never retracted.
+
+        Lexical and dense candidates are fused by rank, episodic turns borrow relevance from
+        their neighbours in the conversation, and the result is weighted by recency, validity,
+        usefulness, disputes, tier and scope (see :mod:`cairn.memory.ranking`). ``touch``
+        counts the recall on the returned memories; ``now`` is the clock for recency;
+        ``vector`` is the query's embedding when the caller has it already.
+        """
+        k = k or self.default_k
+        pool = max(self.weights.pool, 4 * k)
+        found = self.candidates(query, scope, pool, vector=vector)
+        w = self.weights
+        if w.fusion == "score":
+            fused = fuse_scores([(w.lexical, found.lexical), (w.dense, found.dense)])
+        else:
+            fused = fuse(
+                [
+                    (w.lexical, [mid for mid, _ in found.lexical]),
+                    (w.dense, [mid for mid, _ in found.dense]),
+                ]
+            )
+        if not fused:
             return []
-        scores = dict(candidates)
-        now = utcnow()
+        # Only the best fused candidates go on to the database: re-reading rows dominates the
+        # latency of recall, and weighting nudges rather than reorders wholesale.
+        fused = dict(sorted(fused.items(), key=lambda kv: -kv[1])[: max(4 * k, 20)])
+        now = now or utcnow()
         with self.db.session() as s:
+            neighbours = self._neighbours(s, list(fused), scope) if w.context > 0 else {}
+            scores = neighbours_boost(fused, neighbours, w.context)
             rows = s.exec(
                 select(MemoryRow).where(
                     col(MemoryRow.id).in_(list(scores)),
@@ -319,15 +531,53 @@ class MemoryStore:
                     col(MemoryRow.retracted).is_(False),
                 )
             ).all()
-            ranked = sorted(rows, key=lambda r: (-_ranked(scores[r.id or 0], r), -(r.id or 0)))[:k]
+            weighted = {
+                r.id or 0: scores[r.id or 0] * modifier(w, _standing(r, scope), now) for r in rows
+            }
+            ranked = sorted(rows, key=lambda r: (-weighted[r.id or 0], -(r.id or 0)))[:k]
             ids = [r.id for r in ranked]
-            if ids:
+            if ids and touch:
                 s.exec(
                     update(MemoryRow)
                     .where(col(MemoryRow.id).in_(ids))
                     .values(recall_count=MemoryRow.recall_count + 1, last_recalled_at=now)
                 )
-            return [Recalled(Memory.from_row(r), _ranked(scores[r.id or 0], r)) for r in ranked]
+            return [Recalled(Memory.from_row(r), weighted[r.id or 0]) for r in ranked]
+
+    def _neighbours(self, s: Any, ids: Sequence[int], scope: Scope) -> dict[int, list[int]]:
+        """For episodic candidates: the turns just before and after them in the same thread."""
+        rows = s.exec(
+            select(MemoryRow.id, MemoryRow.source_thread).where(
+                col(MemoryRow.id).in_(ids), MemoryRow.kind == "episode", visible_to(scope)
+            )
+        ).all()
+        if not rows:
+            return {}
+        threads = {t for _, t in rows if t}
+        near = {i + d for i, _ in rows for d in (-2, -1, 1, 2)}
+        around = s.exec(
+            select(MemoryRow.id, MemoryRow.source_thread).where(
+                col(MemoryRow.id).in_(near),
+                col(MemoryRow.source_thread).in_(threads),
+                MemoryRow.kind == "episode",
+                visible_to(scope),
+                col(MemoryRow.retracted).is_(False),
+            )
+        ).all()
+        by_thread: dict[str, list[int]] = {}
+        for mid, thread in [*rows, *around]:
+            by_thread.setdefault(thread, []).append(mid)
+        result: dict[int, list[int]] = {}
+        for mid, thread in rows:
+            if not thread:
+                continue
+            same = sorted(set(by_thread[thread]))
+            at = same.index(mid)
+            adjacent = same[max(0, at - 1) : at] + same[at + 1 : at + 2]
+            for other in adjacent:
+                result.setdefault(mid, []).append(other)
+                result.setdefault(other, []).append(mid)
+        return result
 
     def _lexical(self, query: str, scope: Scope, k: int) -> list[tuple[int, float]]:
         wanted = set(terms(query))
@@ -354,11 +604,21 @@ class MemoryStore:
     def flush_outbox(self, limit: int = 500) -> int:
         """Apply pending index work; returns how many entries were applied.
 
-        Leaves the entries in place (with the error recorded) when the index is unavailable,
-        so that a later call, at start or on schedule, replays them.
+        Embeds what the write path did not, then upserts and deletes in the index. Leaves the
+        entries in place (with the error recorded) when the index or the embedder fails, so
+        that a later call, at start or on schedule, replays them.
         """
         if self.index is None:
             return 0
+        applied = 0
+        while True:
+            done = self._flush_batch(limit)
+            applied += max(done, 0)
+            if done < limit:
+                return applied
+
+    def _flush_batch(self, limit: int) -> int:
+        assert self.index is not None
         with self.db.session() as s:
             pending = s.exec(select(MemoryOutbox).order_by(col(MemoryOutbox.id)).limit(limit)).all()
             if not pending:
@@ -370,16 +630,22 @@ class MemoryStore:
                 ).all()
             }
         latest: dict[int, MemoryOutbox] = {p.memory_id: p for p in pending}
-        upserts = [
-            IndexedMemory(m.id or 0, m.text, m.tenant_id, m.agent, m.visibility)
+        live = [
+            m
             for mid, entry in latest.items()
             if (m := rows.get(mid)) is not None and entry.op == "upsert" and not m.retracted
         ]
-        deletes = [mid for mid in latest if mid not in {u.memory_id for u in upserts}]
+        upserted = {m.id for m in live}
+        deletes = [mid for mid in latest if mid not in upserted]
         try:
+            vectors = self._vectors_for(live)
+            upserts = [
+                IndexedMemory(m.id or 0, m.text, m.tenant_id, m.agent, m.visibility, vector=v)
+                for m, v in zip(live, vectors, strict=True)
+            ]
             self.index.upsert(upserts)
             self.index.delete(deletes)
-        except IndexUnavailable as exc:
+        except (IndexUnavailable, RuntimeError, ValueError) as exc:
             log.warning("index outbox left pending: %s", exc)
             with self.db.session() as s:
                 s.exec(
@@ -387,26 +653,99 @@ class MemoryStore:
                     .where(col(MemoryOutbox.id).in_([p.id for p in pending]))
                     .values(attempts=MemoryOutbox.attempts + 1, last_error=str(exc)[:500])
                 )
-            return 0
+            return -1
         with self.db.session() as s:
-            for entry in pending:
-                done = s.get(MemoryOutbox, entry.id)
-                if done is not None:
-                    s.delete(done)
+            s.exec(delete(MemoryOutbox).where(col(MemoryOutbox.id).in_([p.id for p in pending])))
+        for m in live:
+            self._vectors.pop(m.id or 0, None)
         return len(pending)
+
+    def _vectors_for(self, rows: list[MemoryRow]) -> list[list[float] | None]:
+        if self.embedder is None:
+            return [None] * len(rows)
+        missing = [r for r in rows if (r.id or 0) not in self._vectors]
+        if missing:
+            fresh = self.embedder.embed([r.text for r in missing])
+            for r, v in zip(missing, fresh, strict=True):
+                self._vectors[r.id or 0] = [float(x) for x in v]
+        return [self._vectors[r.id or 0] for r in rows]
 
     def pending_outbox(self) -> int:
         """How many index entries wait in the outbox."""
         with self.db.session() as s:
             return int(s.exec(select(func.count()).select_from(MemoryOutbox)).one())
 
+    def reconcile(self) -> tuple[int, int]:
+        """Bring the index in step with the database; returns (replayed, re-enqueued).
 
-def _ranked(relevance: float, row: MemoryRow) -> float:
-    # Confirmation and usefulness nudge, never override, relevance; disputes push down.
-    return relevance * (1.0 + 0.1 * row.validity + 0.05 * row.usefulness - 0.1 * row.disputes)
+        Replays the outbox, then compares counts: when the index holds fewer memories than the
+        database has live ones (a new collection after a model change, a wiped folder), every
+        live memory is enqueued again and flushed. Safe to run at any time, on a schedule.
+        """
+        if self.index is None:
+            return 0, 0
+        replayed = self.flush_outbox()
+        try:
+            indexed = self.index.count()
+        except IndexUnavailable as exc:
+            log.warning("cannot reconcile the index: %s", exc)
+            return replayed, 0
+        with self.db.session() as s:
+            live = int(
+                s.exec(
+                    select(func.count())
+                    .select_from(MemoryRow)
+                    .where(col(MemoryRow.retracted).is_(False))
+                ).one()
+            )
+            if indexed >= live:
+                return replayed, 0
+            ids = s.exec(select(MemoryRow.id).where(col(MemoryRow.retracted).is_(False))).all()
+            for mid in ids:
+                s.add(MemoryOutbox(memory_id=mid or 0, op="upsert"))
+        self.flush_outbox()
+        return replayed, len(ids)
+
+
+def _tombstone(row: MemoryRow, by: str, reason: str) -> None:
+    row.retracted = True
+    row.retracted_at = utcnow()
+    row.retracted_by = by
+    row.retraction_reason = reason
+    row.updated_at = utcnow()
+
+
+def _standing(row: MemoryRow, scope: Scope) -> Standing:
+    touched = max(_aware(row.created_at), _aware(row.last_recalled_at or row.created_at))
+    same_place = bool(
+        (scope.thread and row.thread_ref == scope.thread)
+        or (scope.channel and row.channel == scope.channel)
+    )
+    return Standing(
+        last_touched=touched,
+        validity=row.validity,
+        usefulness=row.usefulness,
+        disputes=row.disputes,
+        tier=row.tier,
+        same_place=same_place,
+    )
+
+
+def _aware(value: datetime) -> datetime:
+    # SQLite hands back naive datetimes; the schema stores UTC only.
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def _validated_text(text: str) -> str:
+    control = _CONTROL.search(text)
+    if control is not None:
+        raise InvalidInput(
+            f"a memory cannot contain control characters (found {control.group()!r} at "
+            f"position {control.start()}); remove them and try again"
+        )
     cleaned = clean_text(text)
     if not cleaned:
         raise InvalidInput("nothing to remember: the text is empty")

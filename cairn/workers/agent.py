@@ -41,6 +41,7 @@ class TurnOutcome:
     retracted: list[Memory] = field(default_factory=list)
     rounds: int = 0
     usage: list[Usage] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
 
 
 def run_agent(
@@ -58,6 +59,7 @@ def run_agent(
         response = llm.complete(replace(request, messages=tuple(messages)))
         outcome.rounds += 1
         outcome.usage.append(response.usage)
+        outcome.models.append(response.model or llm.name)
         if not response.tool_uses:
             outcome.text = response.text
             return outcome

@@ -5,9 +5,12 @@ Without CAIRN_BROKER_URL the same tasks run in-process (see :mod:`cairn.workers.
 
 from __future__ import annotations
 
+import contextlib
+
 from celery import Celery
 
 from cairn.config import Settings, get_settings
+from cairn.errors import ConfigError
 
 __all__ = ["app", "configure_celery"]
 
@@ -30,8 +33,22 @@ def configure_celery(settings: Settings) -> Celery:
         worker_hijack_root_logger=False,
         task_default_queue="cairn",
         broker_transport_options={"visibility_timeout": 3600},
+        beat_schedule={
+            "reconcile-index": {
+                "task": "cairn.reconcile_index",
+                "schedule": settings.beat_interval,
+            },
+            "requeue-stale": {"task": "cairn.requeue_stale", "schedule": settings.beat_interval},
+            "end-idle-sessions": {
+                "task": "cairn.end_idle_sessions",
+                "schedule": max(settings.beat_interval, 300.0),
+            },
+        },
     )
     return app
 
 
-configure_celery(get_settings())
+# `cairn` commands report a bad setting themselves; a bare `celery -A` run fails later with the
+# same message when it first needs a setting.
+with contextlib.suppress(ConfigError):
+    configure_celery(get_settings())

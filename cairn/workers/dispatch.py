@@ -31,6 +31,14 @@ class InProcessDispatcher:
     """Runs the Celery task itself on a small thread pool in this process (the default)."""
 
     def __init__(self, workers: int = 4) -> None:
+        from cairn.workers.app import app
+        from cairn.workers.tasks import process_session
+
+        # Celery binds tasks lazily, and binding is not thread-safe: two pool threads applying
+        # the task for the first time at once can see it half-bound. Bind it here, once.
+        app.finalize(auto=True)
+        if process_session.request_stack is None:
+            raise RuntimeError("the Celery task could not be bound")
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cairn-worker")
 
     def submit(self, session_id: int) -> None:

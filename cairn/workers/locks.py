@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
 import redis
+from redis.lock import Lock
 
 from cairn.errors import QueueError
 
 __all__ = ["LocalLocks", "RedisLocks", "SessionLocks"]
+
+log = logging.getLogger(__name__)
 
 
 class SessionLocks(Protocol):
@@ -44,25 +48,46 @@ class LocalLocks:
 
 
 class RedisLocks:
-    """Locks in Redis, shared by every worker; they expire after ``ttl`` if a worker dies."""
+    """Locks in Redis, shared by every worker.
 
-    def __init__(self, client: redis.Redis[bytes], *, ttl: float = 900.0) -> None:
+    A held lock is renewed every ``ttl / 3`` seconds by a heartbeat thread, so a long turn keeps
+    it while a worker killed mid-turn lets it go within ``ttl`` seconds.
+    """
+
+    def __init__(self, client: redis.Redis[bytes], *, ttl: float = 30.0) -> None:
         self._client = client
         self._ttl = ttl
 
     @contextmanager
     def hold(self, key: str, *, wait: float) -> Iterator[None]:
         """Hold the Redis lock ``cairn:lock:{key}``."""
-        lock = self._client.lock(f"cairn:lock:{key}", timeout=self._ttl, blocking_timeout=wait)
+        # thread_local=False: the heartbeat thread renews the lock the task thread took.
+        lock = self._client.lock(
+            f"cairn:lock:{key}", timeout=self._ttl, blocking_timeout=wait, thread_local=False
+        )
         try:
             acquired = lock.acquire()
         except redis.RedisError as exc:
             raise QueueError(f"cannot take the session lock in Redis: {exc}") from exc
         if not acquired:
             raise QueueError(f"session {key} is still busy after {wait:.0f}s")
+        released = threading.Event()
+        heartbeat = threading.Thread(
+            target=self._renew, args=(lock, released), name=f"lock-{key}", daemon=True
+        )
+        heartbeat.start()
         try:
             yield
         finally:
+            released.set()
+            heartbeat.join()
             # If it expired, another worker may hold it now, which is what ttl is for.
-            with contextlib.suppress(redis.exceptions.LockError):
+            with contextlib.suppress(redis.exceptions.LockError, redis.RedisError):
                 lock.release()
+
+    def _renew(self, lock: Lock, released: threading.Event) -> None:
+        while not released.wait(self._ttl / 3):
+            try:
+                lock.reacquire()
+            except (redis.exceptions.LockError, redis.RedisError) as exc:
+                log.warning("could not renew a session lock: %s", exc)

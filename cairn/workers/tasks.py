@@ -6,10 +6,11 @@ from typing import Any
 
 from cairn.errors import QueueError
 from cairn.runtime import get_runtime
+from cairn.workers import periodic
 from cairn.workers.app import app
 from cairn.workers.turn import handle_pending
 
-__all__ = ["process_session"]
+__all__ = ["end_idle_sessions", "process_session", "reconcile_index", "requeue_stale"]
 
 
 @app.task(name="cairn.process_session", bind=True, max_retries=10)  # type: ignore[untyped-decorator]
@@ -19,3 +20,30 @@ def process_session(self: Any, session_id: int) -> int:
         return handle_pending(get_runtime(), session_id)
     except QueueError as exc:  # the session is busy elsewhere: try again shortly
         raise self.retry(exc=exc, countdown=2) from exc
+    except Exception as exc:
+        # Transient trouble (a database restart, a network blip): back off and try again. An
+        # event that keeps failing is turned into a dead letter by handle_pending itself.
+        raise self.retry(exc=exc, countdown=min(60, 2**self.request.retries)) from exc
+
+
+@app.task(name="cairn.reconcile_index")  # type: ignore[untyped-decorator]
+def reconcile_index() -> int:
+    """Replay the memory index outbox."""
+    return periodic.reconcile_index(get_runtime())
+
+
+@app.task(name="cairn.requeue_stale")  # type: ignore[untyped-decorator]
+def requeue_stale() -> int:
+    """Queue again the sessions whose pending events waited too long."""
+    rt = get_runtime()
+    sessions = periodic.stale_sessions(rt, older_than=rt.settings.stale_after)
+    for session_id in sessions:
+        process_session.delay(session_id)
+    return len(sessions)
+
+
+@app.task(name="cairn.end_idle_sessions")  # type: ignore[untyped-decorator]
+def end_idle_sessions() -> int:
+    """End idle sessions (running the session-end hooks)."""
+    rt = get_runtime()
+    return len(periodic.end_idle_sessions(rt, idle=rt.settings.session_idle))

@@ -1,5 +1,10 @@
 """The tools an agent may call, and how they run against memory within the turn's scope.
 
+Memory tools (remember, recall, retract) act on long-term memory; state tools (add_constraint,
+add_decision, add_task, add_note, update_item) on the thread's state graph, which the context
+engine keeps in every prompt by tier; ``retrieve_artifact`` reads back the full text behind an
+artifact card.
+
 The scope (tenant, agent, channel, user, thread) comes from the chat event, never from the
 model: a tool's input can narrow what it touches but can never name another tenant, and the
 model can choose ``private`` or ``team`` visibility but never ``public``.
@@ -8,16 +13,52 @@ model can choose ``private`` or ``team`` visibility but never ``public``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
+from cairn.db.models import utcnow
 from cairn.errors import InvalidInput, NotFound
 from cairn.memory import Memory, MemoryStore, Scope, Source, Visibility
 from cairn.memory.store import MEMORY_KINDS
+from cairn.memos import ALL_AGENTS, MemoBox
 from cairn.workers.llm.base import ToolSpec
 
-__all__ = ["TOOL_SPECS", "ToolOutcome", "Toolbox"]
+if TYPE_CHECKING:
+    from cairn.memory.context import TurnContext
+
+__all__ = ["CONTEXT_TOOL_SPECS", "MEMO_TOOL_SPECS", "TOOL_SPECS", "ToolOutcome", "Toolbox"]
+
+MEMO_TOOL_SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        name="send_memo",
+        description=(
+            "Send a memo to another agent of this workspace (or to all of them with to='*'). "
+            "It reaches the recipient's next prompt in any of its threads. Use it to hand over "
+            "knowledge another agent needs, e.g. a freeze, an incident, a decision."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "to": {"type": "string", "description": "Agent name, or * for all agents."},
+                "text": {"type": "string"},
+                "priority": {"type": "integer", "minimum": -10, "maximum": 10, "default": 0},
+                "expires_in_hours": {"type": "number", "exclusiveMinimum": 0},
+            },
+            "required": ["to", "text"],
+        },
+    ),
+    ToolSpec(
+        name="ack_memo",
+        description="Acknowledge a memo you were shown once you have dealt with it.",
+        input_schema={
+            "type": "object",
+            "properties": {"memo_id": {"type": "integer"}},
+            "required": ["memo_id"],
+        },
+    ),
+)
 
 TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
@@ -71,6 +112,62 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
 )
 
 
+def _item_spec(kind: str, what: str, *, rationale: bool = False) -> ToolSpec:
+    properties: dict[str, Any] = {"text": {"type": "string", "description": f"The {kind}."}}
+    if rationale:
+        properties["rationale"] = {"type": "string", "description": "Why it was decided."}
+    return ToolSpec(
+        name=f"add_{kind}",
+        description=(
+            f"Record {what} in this thread's state, which is kept in every later prompt of the "
+            "thread (it does not go to long-term memory). Returns its id (e.g. C1) for "
+            "update_item."
+        ),
+        input_schema={"type": "object", "properties": properties, "required": ["text"]},
+    )
+
+
+CONTEXT_TOOL_SPECS: tuple[ToolSpec, ...] = (
+    _item_spec("constraint", "a constraint people set (a rule that must hold, never dropped)"),
+    _item_spec("decision", "a decision taken, with its rationale", rationale=True),
+    _item_spec("task", "an open task of the plan"),
+    _item_spec("note", "a note worth keeping while the thread goes on"),
+    ToolSpec(
+        name="update_item",
+        description=(
+            "Update an item of this thread's state by its id: mark a task done, drop an item "
+            "that no longer holds (only when people said so), or correct its text."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "description": "The item's id, e.g. T2."},
+                "status": {"type": "string", "enum": ["open", "done", "dropped"]},
+                "text": {"type": "string"},
+                "rationale": {"type": "string"},
+            },
+            "required": ["id"],
+        },
+    ),
+    ToolSpec(
+        name="retrieve_artifact",
+        description=(
+            "Read the full text behind an artifact card (a distilled paste or tool output) by "
+            "its id, in pages: pass next_offset from the previous page to read on."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "description": "The artifact id from the card."},
+                "offset": {"type": "integer", "minimum": 0, "default": 0},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 20000, "default": 8000},
+            },
+            "required": ["id"],
+        },
+    ),
+)
+
+
 @dataclass
 class ToolOutcome:
     """What a tool call produced: the text for the model, and the memories it touched."""
@@ -85,20 +182,47 @@ class ToolOutcome:
 class Toolbox:
     """Runs tool calls for one turn, in one scope, on behalf of the person who wrote."""
 
-    def __init__(self, store: MemoryStore, scope: Scope, source: Source) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        scope: Scope,
+        source: Source,
+        context: TurnContext | None = None,
+        *,
+        memos: MemoBox | None = None,
+        agents: Sequence[str] = (),
+        allowed: Collection[str] | None = None,
+    ) -> None:
+        """``context`` (the turn of the context engine) enables the state and artifact tools;
+        ``memos`` the memo tools, addressed to one of ``agents``; ``allowed`` (the agent's
+        declared tools) hides every other tool."""
         self.store = store
         self.scope = scope
         self.source = source
+        self.context = context
+        self.memos = memos
+        self.agents = tuple(agents)
         self._tools: dict[str, Callable[[dict[str, Any]], ToolOutcome]] = {
             "remember": self._remember,
             "recall": self._recall,
             "retract": self._retract,
         }
+        if context is not None:
+            for kind in ("constraint", "decision", "task", "note"):
+                self._tools[f"add_{kind}"] = self._adder(kind)
+            self._tools["update_item"] = self._update_item
+            self._tools["retrieve_artifact"] = self._retrieve_artifact
+        if memos is not None:
+            self._tools["send_memo"] = self._send_memo
+            self._tools["ack_memo"] = self._ack_memo
+        if allowed is not None:
+            self._tools = {n: t for n, t in self._tools.items() if n in set(allowed)}
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
         """The specs of the tools this toolbox runs."""
-        return tuple(s for s in TOOL_SPECS if s.name in self._tools)
+        every = TOOL_SPECS + CONTEXT_TOOL_SPECS + MEMO_TOOL_SPECS
+        return tuple(s for s in every if s.name in self._tools)
 
     def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """Run tool ``name``; bad input and unknown tools come back as error outcomes."""
@@ -146,6 +270,67 @@ class Toolbox:
         return ToolOutcome(
             json.dumps({"status": "retracted", **_card(retracted)}), retracted=[retracted]
         )
+
+    def _adder(self, kind: str) -> Callable[[dict[str, Any]], ToolOutcome]:
+        def add(args: dict[str, Any]) -> ToolOutcome:
+            assert self.context is not None
+            rationale = args.get("rationale")
+            item = self.context.add_item(
+                kind, _string(args, "text"), rationale if isinstance(rationale, str) else ""
+            )
+            return ToolOutcome(json.dumps({"status": "added", "item": item.to_json()}))
+
+        return add
+
+    def _update_item(self, args: dict[str, Any]) -> ToolOutcome:
+        assert self.context is not None
+        fields = {
+            name: value
+            for name in ("status", "text", "rationale")
+            if isinstance(value := args.get(name), str)
+        }
+        item = self.context.update_item(_string(args, "id"), **fields)
+        return ToolOutcome(json.dumps({"status": "updated", "item": item.to_json()}))
+
+    def _retrieve_artifact(self, args: dict[str, Any]) -> ToolOutcome:
+        assert self.context is not None
+        offset, limit = args.get("offset", 0), args.get("limit", 8000)
+        page = self.context.retrieve_artifact(
+            _string(args, "id"),
+            offset=offset if isinstance(offset, int) else 0,
+            limit=limit if isinstance(limit, int) else 8000,
+        )
+        return ToolOutcome(json.dumps(page))
+
+    def _send_memo(self, args: dict[str, Any]) -> ToolOutcome:
+        assert self.memos is not None
+        to = _string(args, "to").strip().lower()
+        if to != ALL_AGENTS and self.agents and to not in self.agents:
+            raise InvalidInput(f"no agent named {to!r}; the agents are {', '.join(self.agents)}")
+        hours = args.get("expires_in_hours")
+        expires = (
+            utcnow() + timedelta(hours=float(hours))
+            if isinstance(hours, int | float) and hours > 0
+            else None
+        )
+        priority = args.get("priority", 0)
+        memo = self.memos.send(
+            self.scope.tenant,
+            self.scope.agent,
+            to,
+            _string(args, "text"),
+            priority=priority if isinstance(priority, int) else 0,
+            expires_at=expires,
+        )
+        return ToolOutcome(json.dumps({"status": "memo sent", "memo_id": memo.id, "to": to}))
+
+    def _ack_memo(self, args: dict[str, Any]) -> ToolOutcome:
+        assert self.memos is not None
+        memo_id = args.get("memo_id")
+        if not isinstance(memo_id, int):
+            raise InvalidInput("ack_memo needs the memo_id (an integer)")
+        memo = self.memos.acknowledge(self.scope.tenant, self.scope.agent, memo_id)
+        return ToolOutcome(json.dumps({"status": "acknowledged", "memo_id": memo.id}))
 
     def _target(self, args: dict[str, Any]) -> Memory:
         memory_id = args.get("memory_id")

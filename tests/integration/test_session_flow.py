@@ -11,7 +11,7 @@ from sqlmodel import col, select
 from cairn.bot.events import ChatEvent, EventType
 from cairn.bot.ingest import Admission, ingest
 from cairn.config import load_settings
-from cairn.db.models import EventStatus, OutboundMessage, SessionEvent
+from cairn.db.models import DeadLetter, EventStatus, OutboundMessage, SessionEvent
 from cairn.errors import InvalidInput, LLMError
 from cairn.memory import Scope
 from cairn.memory.events import EventLog
@@ -305,3 +305,31 @@ def test_a_recall_reply_records_which_memories_it_used(runtime: Runtime) -> None
     _react(runtime, target, "+1")
     [memory] = runtime.memory.newest(Scope("acme", "cairn"))
     assert memory.usefulness == 1.0
+
+
+class _Broken:
+    name = "broken"
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        raise RuntimeError("bug in a tool adapter")
+
+
+def test_an_event_that_keeps_failing_becomes_a_dead_letter_with_an_apology(
+    runtime: Runtime,
+) -> None:
+    runtime._llm = _Broken()
+    result = ingest(EventLog(runtime.db), _msg("hello?"), agent="cairn", max_chars=1000)
+    assert result.session_id is not None
+    for _ in range(2):  # the first attempts fail loudly, so the task retries
+        with pytest.raises(RuntimeError):
+            handle_pending(runtime, result.session_id)
+        assert _outbound(runtime, result.session_id) == []
+    handle_pending(runtime, result.session_id)
+    [apology] = _outbound(runtime, result.session_id)
+    assert apology.kind == "error"
+    assert "recorded for the operators" in apology.text
+    with runtime.db.session() as s:
+        [letter] = s.exec(select(DeadLetter)).all()
+    assert letter.event_id == result.event_row
+    assert "RuntimeError: bug in a tool adapter" in letter.reason
+    assert letter.attempts == 3

@@ -247,6 +247,8 @@ class MessagesServer:
     ) -> None:
         self.api_key = api_key
         self.responder = responder
+        # Model ids GET /v1/models/{id} knows.
+        self.models: set[str] = {"claude-sonnet-4-5"}
         self._address = (host, port)
         self._lock = threading.Lock()
         self._replies: deque[Reply] = deque()
@@ -449,7 +451,30 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def do_GET(self) -> None:
-        self._send_json(404, error_body("not_found_error", f"Not found: {self.path}"))
+        # GET /v1/models/{id}: what a health check uses to test the key and the model name.
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        self.owner._record(RecordedRequest("GET", self.path, headers, {}, time.monotonic()))
+        path = self.path.split("?", 1)[0]
+        if not path.startswith("/v1/models/"):
+            self._send_json(404, error_body("not_found_error", f"Not found: {self.path}"))
+            return
+        refusal = self.owner._accepts(headers)
+        if refusal is not None:
+            self._send_json(401, error_body("authentication_error", refusal))
+            return
+        model = path.removeprefix("/v1/models/")
+        if model not in self.owner.models:
+            self._send_json(404, error_body("not_found_error", f"model: {model}"))
+            return
+        self._send_json(
+            200,
+            {
+                "type": "model",
+                "id": model,
+                "display_name": model,
+                "created_at": "2026-01-01T00:00:00Z",
+            },
+        )
 
     def _respond(self, headers: dict[str, str], body: JSON | None) -> None:
         if self.path.split("?")[0] != "/v1/messages":

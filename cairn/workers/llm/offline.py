@@ -42,6 +42,15 @@ _ASK = re.compile(
     r"do\s+you\s+remember)\s+(?P<x>.+?)\s*\??$",
     re.I | re.S,
 )
+_MEMO = re.compile(
+    r"^(?:please\s+)?(?:tell|memo|let)\s+(?P<to>[a-z][a-z0-9_-]*|everyone|all agents)"
+    r"(?:\s+know)?(?:\s+that)?\s*[:,-]?\s+(?P<x>.+)$",
+    re.I | re.S,
+)
+# How the context engine quotes an unread memo in the per-turn context.
+_MEMO_LINE = re.compile(
+    r'^- memo #(?P<id>\d+) from (?P<sender>\S+) \(priority -?\d+\): (?P<text>".*")$', re.M
+)
 _HELP = re.compile(r"^\s*(?:help|\?|what can you do\??)\s*$", re.I)
 
 
@@ -49,12 +58,19 @@ _HELP = re.compile(r"^\s*(?:help|\?|what can you do\??)\s*$", re.I)
 class _Intent:
     tool: str | None
     argument: str
+    recipient: str = ""
 
 
 def _intent(text: str) -> _Intent:
     text = text.strip()
     if _HELP.match(text):
         return _Intent(None, "help")
+    memo = _MEMO.match(text)
+    if memo:
+        to = memo.group("to").lower()
+        return _Intent(
+            "send_memo", memo.group("x").strip(), "*" if " " in to or to == "everyone" else to
+        )
     for tool, pattern in (("remember", _REMEMBER), ("retract", _FORGET), ("recall", _ASK)):
         match = pattern.match(text)
         if match:
@@ -76,9 +92,12 @@ class OfflineLLM:
             text = request.messages[-1].text
         last = request.messages[-1] if request.messages else None
         results = [b for b in (last.content if last else ()) if isinstance(b, ToolResultBlock)]
+        memos = _memos(request.context)
         if results:
-            return _answer(" ".join(_phrase(r) for r in results))
+            return _answer(" ".join(_phrase(r) for r in results), memos)
         intent = _intent(text)
+        if intent.tool == "send_memo":
+            return _use("send_memo", {"to": intent.recipient, "text": intent.argument})
         if intent.tool == "remember":
             return _use("remember", {"text": intent.argument})
         if intent.tool == "retract":
@@ -101,8 +120,22 @@ def _use(name: str, arguments: dict[str, Any]) -> LLMResponse:
     )
 
 
-def _answer(text: str) -> LLMResponse:
+def _answer(text: str, memos: list[str] | None = None) -> LLMResponse:
+    if memos:
+        text += "\nMemos for me:\n" + "\n".join(f"- {m}" for m in memos)
     return LLMResponse(content=(TextBlock(f"{text}\n{OFFLINE_NOTE}"),), model="offline")
+
+
+def _memos(context: str) -> list[str]:
+    """The unread memos the context engine put in this turn's context."""
+    found = []
+    for match in _MEMO_LINE.finditer(context):
+        try:
+            body = json.loads(match.group("text"))
+        except json.JSONDecodeError:
+            continue
+        found.append(f"{body} (from {match.group('sender')}, memo #{match.group('id')})")
+    return found
 
 
 def _phrase(result: ToolResultBlock) -> str:
@@ -119,6 +152,8 @@ def _phrase(result: ToolResultBlock) -> str:
         lines = [f"- {m['text']} (#{m['id']}, since {m['since']})" for m in found]
         return "Here is what I remember:\n" + "\n".join(lines)
     status = data.get("status")
+    if status == "memo sent":
+        return f"Memo sent to {data['to']}."
     if status == "stored":
         return "Got it, I'll remember that."
     if status == "already known":

@@ -1,0 +1,108 @@
+"""What the Matrix frontend looks up in Cairn's database about events it saw before.
+
+The session event log already holds everything needed: which threads have a session (so a
+message there continues it), which bot message an event id is (so an old client's reply to it
+joins its thread), and which reaction an event id was (so its redaction can undo it, whatever
+happened to the process in between). No second store can drift from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlmodel import col, select
+
+from cairn.db import Database
+from cairn.db.models import AgentSession, EventKind, OutboundMessage, SessionEvent
+
+__all__ = ["Cause", "EventRecords", "PastReaction"]
+
+
+@dataclass(frozen=True, slots=True)
+class PastReaction:
+    """A reaction the bot took in: who put which emoji on which message."""
+
+    user: str
+    emoji: str
+    target: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """The event a bot message answers: the event to reply to, and whom to notify."""
+
+    reply_to: str | None
+    user: str | None
+
+
+class EventRecords:
+    """Look-ups in the event log and the outbox of one Matrix tenant."""
+
+    def __init__(self, db: Database, tenant: str) -> None:
+        self.db = db
+        self.tenant = tenant
+
+    def has_session(self, room_id: str, thread_root: str) -> bool:
+        """Whether the thread on ``thread_root`` in ``room_id`` is an agent session."""
+        with self.db.session() as s:
+            found = s.exec(
+                select(AgentSession.id).where(
+                    AgentSession.tenant_id == self.tenant,
+                    AgentSession.channel == room_id,
+                    AgentSession.thread_ref == thread_root,
+                )
+            ).first()
+        return found is not None
+
+    def thread_of_bot_message(self, event_id: str) -> str | None:
+        """The thread root of the bot message posted as ``event_id``, if it is one."""
+        with self.db.session() as s:
+            return s.exec(
+                select(OutboundMessage.thread_ref).where(
+                    OutboundMessage.tenant_id == self.tenant,
+                    OutboundMessage.message_ref == event_id,
+                )
+            ).first()
+
+    def reaction(self, event_id: str) -> PastReaction | None:
+        """The reaction whose Matrix event id is ``event_id``, if it was taken in."""
+        with self.db.session() as s:
+            row = s.exec(
+                select(SessionEvent).where(
+                    SessionEvent.tenant_id == self.tenant,
+                    SessionEvent.event_ref == event_id,
+                    SessionEvent.kind == EventKind.REACTION,
+                )
+            ).first()
+        if row is None or row.data.get("removed"):
+            return None
+        emoji, target = row.data.get("emoji"), row.data.get("target")
+        if not isinstance(emoji, str) or not isinstance(target, str):
+            return None
+        return PastReaction(row.user, emoji, target)
+
+    def cause(self, message: OutboundMessage) -> Cause:
+        """What the outbox ``message`` answers: a person's message, or the reacted-to message."""
+        with self.db.session() as s:
+            event = s.get(SessionEvent, message.cause_event_id)
+        if event is None:
+            return Cause(None, None)
+        if event.kind == EventKind.REACTION:
+            target = event.data.get("target")
+            return Cause(target if isinstance(target, str) else None, event.user or None)
+        prefix = f"{message.channel}:"
+        ref = event.message_ref or ""
+        reply_to = ref[len(prefix) :] if ref.startswith(prefix) else event.event_ref
+        return Cause(reply_to or None, event.user or None)
+
+    def pending_in(self, event_rows: list[int]) -> set[int]:
+        """Which of ``event_rows`` are still waiting for a worker."""
+        if not event_rows:
+            return set()
+        with self.db.session() as s:
+            rows = s.exec(
+                select(SessionEvent.id).where(
+                    col(SessionEvent.id).in_(event_rows), SessionEvent.status == "pending"
+                )
+            ).all()
+        return {r for r in rows if r is not None}

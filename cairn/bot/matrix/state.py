@@ -1,0 +1,77 @@
+"""What the Matrix frontend keeps between runs, in ``CAIRN_HOME/matrix/state.json``.
+
+The device id and access token (so a restart reuses the device instead of creating a new one
+each time), the sync ``since`` token (so a restart neither replays history nor misses what came
+while it was down), and the rooms already told that encryption is off. The file holds a
+credential, so it is written owner-only, and atomically, so a crash leaves the old or the new
+version, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from cairn.errors import StorageError
+
+__all__ = ["MatrixState", "StateFile"]
+
+
+@dataclass
+class MatrixState:
+    """The Matrix session of one bot account on one homeserver."""
+
+    homeserver: str
+    user_id: str
+    device_id: str = ""
+    access_token: str = ""
+    since: str = ""
+    warned_rooms: list[str] = field(default_factory=list)
+
+
+class StateFile:
+    """The state file of the Matrix frontend in ``folder``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / "state.json"
+
+    def load(self, homeserver: str, user_id: str) -> MatrixState:
+        """The saved state of ``user_id`` on ``homeserver``; a fresh one if none (or another's).
+
+        Raises StorageError when the file exists but cannot be read.
+        """
+        try:
+            raw = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return MatrixState(homeserver, user_id)
+        except (OSError, ValueError) as exc:
+            raise StorageError(
+                f"cannot read the Matrix state file {self.path}: {exc}; delete it to log in afresh"
+            ) from exc
+        if not isinstance(raw, dict) or (raw.get("homeserver"), raw.get("user_id")) != (
+            homeserver,
+            user_id,
+        ):
+            return MatrixState(homeserver, user_id)  # another account: start afresh
+        known = {k: v for k, v in raw.items() if k in MatrixState.__dataclass_fields__}
+        return MatrixState(**known)
+
+    def save(self, state: MatrixState) -> None:
+        """Write ``state`` atomically, readable by the owner only. Raises StorageError."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".state-", suffix=".json")
+            try:
+                with os.fdopen(fd, "w") as handle:
+                    json.dump(asdict(state), handle, indent=1)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(tmp, self.path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise StorageError(f"cannot write the Matrix state file {self.path}: {exc}") from exc

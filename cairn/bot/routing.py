@@ -1,0 +1,33 @@
+"""Which agent a message is for: "ops: ..." names one, else the channel's default agent.
+
+One bot identity can host several agents. A message that starts with a declared agent's name
+followed by a colon or comma ("ops: is the deploy done?", "@cairn review, look at #42") goes to
+that agent, with the name removed; otherwise the agent whose ``channels`` list the channel;
+otherwise the deployment's default (CAIRN_AGENT).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from cairn.bot.events import ChatEvent, EventType
+from cairn.config import Settings
+
+__all__ = ["route"]
+
+_ADDRESS = re.compile(r"^\s*@?(?P<name>[a-z][a-z0-9_-]{0,31})\s*[:,]\s*(?P<rest>.*)$", re.S | re.I)
+
+
+def route(event: ChatEvent, settings: Settings) -> ChatEvent:
+    """``event`` with its ``agent`` decided (an explicit ``event.agent`` is kept)."""
+    if event.agent or event.type is not EventType.MESSAGE:
+        return event
+    names = settings.agent_names
+    match = _ADDRESS.match(event.text)
+    if match and match.group("name").lower() in names and match.group("rest").strip():
+        return replace(event, agent=match.group("name").lower(), text=match.group("rest"))
+    for name in names:
+        if event.channel in settings.agent_spec(name).channels:
+            return replace(event, agent=name)
+    return replace(event, agent=settings.agent)

@@ -1,0 +1,278 @@
+"""Slack messages out: the outbox posted into the right threads, and "is thinking..." meanwhile.
+
+One thread posts what workers wrote to the outbox, oldest first: replies, notices and errors go
+to their thread as mrkdwn, split at Slack's message size; acknowledgements are only marked sent.
+Each posted message's ``channel:ts`` is recorded on its outbox row, which is what reactions
+point at; later parts of a split reply are mapped to the first part in the dedupe store.
+
+While a turn runs, the thread shows the assistant status (``assistant.threads.setStatus``); where
+Slack refuses it (outside assistant threads) the message gets a reaction instead. Both are
+cleared once everything the turn said is posted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from slack_sdk.errors import SlackApiError, SlackClientError
+from sqlmodel import select
+
+from cairn.bot.dedupe import Dedupe
+from cairn.bot.outbox import Outbox
+from cairn.bot.slack.mrkdwn import split_message, to_mrkdwn
+from cairn.bot.slack.workspaces import Workspaces
+from cairn.config import Settings
+from cairn.db import Database
+from cairn.db.models import EventStatus, OutboundMessage, SessionEvent
+
+__all__ = ["PART_TTL", "STATUS_TEXT", "Delivery", "part_key", "team_of"]
+
+log = logging.getLogger(__name__)
+
+STATUS_TEXT = "is thinking..."
+# How long a later part of a split reply still maps to its first part for reactions.
+PART_TTL = 90 * 86400.0
+# Slack errors that no retry will fix: the row is given up at once.
+_PERMANENT = {
+    "channel_not_found",
+    "not_in_channel",
+    "is_archived",
+    "msg_too_long",
+    "no_text",
+    "invalid_auth",
+    "account_inactive",
+    "token_revoked",
+    "missing_scope",
+}
+_MAX_ATTEMPTS = 8
+
+
+def team_of(tenant: str) -> str:
+    """The Slack team id of a memory tenant (``slack:T123`` -> ``T123``)."""
+    return tenant.removeprefix("slack:")
+
+
+def part_key(tenant: str, message_ref: str) -> str:
+    """The dedupe-store key mapping a later part of a split reply to the reply's first part."""
+    return f"slack:part:{tenant}:{message_ref}"
+
+
+@dataclass
+class _Working:
+    team: str
+    channel: str
+    thread: str
+    ts: str
+    event_row: int
+    started: float = field(default_factory=time.monotonic)
+    mode: str = ""  # "status" or "reaction", once shown
+
+
+class Delivery:
+    """Posts the Slack outbox and keeps the "working" indicators."""
+
+    def __init__(
+        self, db: Database, workspaces: Workspaces, dedupe: Dedupe, settings: Settings
+    ) -> None:
+        self.db = db
+        self.workspaces = workspaces
+        self.dedupe = dedupe
+        self.settings = settings
+        self.outbox = Outbox(db, "slack")
+        self.interval = 0.1
+        self._lock = threading.Lock()
+        self._working: dict[int, _Working] = {}
+        self._no_status: set[str] = set()  # channels where setStatus is refused
+        self._posted: dict[int, list[str]] = {}  # outbox id -> ts of the parts posted so far
+        self._not_before: dict[int, float] = {}
+        self._thread: threading.Thread | None = None
+        self.last_round: float = time.monotonic()
+
+    # --- the thread ------------------------------------------------------------------------
+
+    def start(self, stop: threading.Event) -> None:
+        """Post and settle until ``stop`` is set."""
+        self._thread = threading.Thread(
+            target=self._run, args=(stop,), name="slack-delivery", daemon=True
+        )
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        """Wait for the delivery thread to end."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def healthy(self) -> bool:
+        """The delivery thread runs and has finished a round recently."""
+        alive = self._thread is not None and self._thread.is_alive()
+        return alive and time.monotonic() - self.last_round < 120
+
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
+            try:
+                self.deliver()
+                self.settle()
+            except Exception:
+                log.exception("Slack delivery round failed")
+            self.last_round = time.monotonic()
+
+    # --- posting the outbox ------------------------------------------------------------------
+
+    def deliver(self) -> int:
+        """Post every pending Slack outbox message that is due; returns how many were posted."""
+        posted = 0
+        now = time.monotonic()
+        for row in self.outbox.pending(limit=100):
+            assert row.id is not None
+            if self._not_before.get(row.id, 0.0) > now:
+                continue
+            if row.kind == "ack":
+                self.outbox.mark_sent(row.id, None)  # feedback acknowledgements stay quiet
+                continue
+            if self._post(row):
+                posted += 1
+            elif row.id in self._not_before:
+                break  # Slack is unreachable or limiting us: keep the order, try later
+        return posted
+
+    def _post(self, row: OutboundMessage) -> bool:
+        assert row.id is not None
+        client = self.workspaces.client(team_of(row.tenant_id))
+        if client is None:
+            log.warning("outbox #%s is for %s, where Cairn is not installed", row.id, row.tenant_id)
+            self.outbox.mark_failed(row.id, "not installed in this workspace", give_up=True)
+            return False
+        parts = split_message(to_mrkdwn(row.text), self.settings.slack_message_chars)
+        done = self._posted.setdefault(row.id, [])
+        try:
+            for part in parts[len(done) :]:
+                response = client.chat_postMessage(
+                    channel=row.channel,
+                    thread_ts=row.thread_ref,
+                    text=part,
+                    unfurl_links=False,
+                    unfurl_media=False,
+                )
+                done.append(str(response["ts"]))
+        except SlackApiError as exc:
+            error = str(exc.response.get("error") or exc)
+            give_up = error in _PERMANENT or row.attempts + 1 >= _MAX_ATTEMPTS
+            log.warning("chat.postMessage failed for outbox #%s: %s", row.id, error)
+            self.outbox.mark_failed(row.id, error, give_up=give_up)
+            if give_up:
+                self._forget(row.id)
+            else:
+                self._not_before[row.id] = time.monotonic() + min(60.0, 2.0**row.attempts)
+            return False
+        except (SlackClientError, OSError) as exc:
+            log.warning("Slack unreachable posting outbox #%s: %s", row.id, exc)
+            self.outbox.mark_failed(row.id, str(exc), give_up=False)
+            self._not_before[row.id] = time.monotonic() + min(60.0, 2.0**row.attempts)
+            return False
+        first = f"{row.channel}:{done[0]}"
+        self.outbox.mark_sent(row.id, first)
+        for ts in done[1:]:
+            self.dedupe.put(part_key(row.tenant_id, f"{row.channel}:{ts}"), first, PART_TTL)
+        self._forget(row.id)
+        return True
+
+    def _forget(self, outbound_id: int) -> None:
+        self._posted.pop(outbound_id, None)
+        self._not_before.pop(outbound_id, None)
+
+    def say(self, tenant: str, channel: str, thread: str, text: str) -> None:
+        """Post ``text`` into a thread at once, outside the outbox (refusals of bad input)."""
+        client = self.workspaces.client(team_of(tenant))
+        if client is None:
+            return
+        try:
+            client.chat_postMessage(channel=channel, thread_ts=thread, text=to_mrkdwn(text))
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            log.warning("could not post to %s: %s", channel, exc)
+
+    # --- "is thinking..." --------------------------------------------------------------------
+
+    def working(
+        self, team: str, channel: str, thread: str, ts: str, *, event_row: int | None
+    ) -> None:
+        """Show that the bot works on message ``ts`` until the turn's replies are posted."""
+        if event_row is None:
+            return
+        item = _Working(team, channel, thread, ts, event_row)
+        item.mode = self._show(item)
+        # Registered only once shown, so that settle() never clears before it is there.
+        with self._lock:
+            self._working[event_row] = item
+
+    def _show(self, item: _Working) -> str:
+        client = self.workspaces.client(item.team)
+        if client is None:
+            return ""
+        if item.channel not in self._no_status:
+            try:
+                client.assistant_threads_setStatus(
+                    channel_id=item.channel, thread_ts=item.thread, status=STATUS_TEXT
+                )
+                return "status"
+            except SlackApiError as exc:
+                # Not an assistant thread (or no assistant:write): say it with a reaction.
+                log.debug("no assistant status in %s: %s", item.channel, exc.response.get("error"))
+                self._no_status.add(item.channel)
+            except (SlackClientError, OSError) as exc:
+                log.warning("could not set the assistant status: %s", exc)
+        try:
+            client.reactions_add(
+                channel=item.channel, timestamp=item.ts, name=self.settings.slack_working_emoji
+            )
+            return "reaction"
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            log.warning("could not add the working reaction: %s", exc)
+            return ""
+
+    def settle(self) -> None:
+        """Clear the indicator of every turn that is done and whose messages are all posted."""
+        with self._lock:
+            items = list(self._working.values())
+        if not items:
+            return
+        with self.db.session() as s:
+            rows = s.exec(
+                select(SessionEvent.id, SessionEvent.status).where(
+                    SessionEvent.id.in_([i.event_row for i in items])  # type: ignore[union-attr]
+                )
+            ).all()
+        status = dict(rows)
+        timeout = self.settings.reply_timeout * 2
+        for item in items:
+            stale = time.monotonic() - item.started > timeout
+            if status.get(item.event_row) == EventStatus.PENDING and not stale:
+                continue
+            if self.outbox.pending(cause=item.event_row, limit=1) and not stale:
+                continue
+            with self._lock:
+                self._working.pop(item.event_row, None)
+            self._clear(item)
+
+    def busy(self) -> int:
+        """How many turns still show a working indicator."""
+        with self._lock:
+            return len(self._working)
+
+    def _clear(self, item: _Working) -> None:
+        client = self.workspaces.client(item.team)
+        if client is None:
+            return
+        try:
+            if item.mode == "status":
+                client.assistant_threads_setStatus(
+                    channel_id=item.channel, thread_ts=item.thread, status=""
+                )
+            elif item.mode == "reaction":
+                client.reactions_remove(
+                    channel=item.channel, timestamp=item.ts, name=self.settings.slack_working_emoji
+                )
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            log.debug("could not clear the working indicator: %s", exc)

@@ -1,0 +1,332 @@
+"""Slack events in: normalised to ChatEvents, deduped, and handed to the pipeline in order.
+
+Bolt acknowledges each event at once; its listener only claims the event id and puts the event
+on this module's queue, so the acknowledgement never waits for the database or the Web API. One
+thread then takes the events in arrival order and decides, for each message, whether it belongs
+to a session (a mention, a direct message, or a later message in a thread the bot was mentioned
+in) and whether the bot should answer it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import re
+import threading
+import time
+from typing import Any
+
+import redis
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
+from sqlmodel import select
+
+from cairn.bot.dedupe import Dedupe
+from cairn.bot.emoji import emoji_name
+from cairn.bot.events import ChatEvent, EventType
+from cairn.bot.ingest import Admission, Ingested
+from cairn.bot.pipeline import Pipeline
+from cairn.bot.slack.delivery import Delivery, part_key
+from cairn.bot.slack.mrkdwn import from_slack
+from cairn.bot.slack.workspaces import BotIdentity, Workspaces
+from cairn.db.models import AgentSession
+from cairn.errors import CairnError, InvalidInput, QueueError
+
+__all__ = ["PLATFORM", "BotIdentity", "Inbound", "tenant_of"]
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "slack"
+
+# Message subtypes that are someone saying something; edits, joins and the like are not.
+_SPOKEN_SUBTYPES = {None, "thread_broadcast", "file_share", "me_message", "bot_message"}
+# The most earlier thread messages read when the bot is mentioned mid-thread.
+_BACKFILL_LIMIT = 200
+# An event waiting longer than this means the ingest thread is stuck: /healthz says so.
+_STUCK_SECONDS = 60.0
+_OTHER_MENTION = re.compile(r"<@[UW][A-Z0-9]+>")
+
+
+def tenant_of(team_id: str) -> str:
+    """The memory tenant of a Slack workspace."""
+    return f"{PLATFORM}:{team_id}"
+
+
+class Inbound:
+    """The queue between Bolt's listeners and the pipeline, and the thread that drains it."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        workspaces: Workspaces,
+        dedupe: Dedupe,
+        delivery: Delivery,
+    ) -> None:
+        self.pipeline = pipeline
+        self.settings = pipeline.rt.settings
+        self.workspaces = workspaces
+        self.dedupe = dedupe
+        self.delivery = delivery
+        self._queue: queue.Queue[tuple[float, dict[str, Any]]] = queue.Queue()
+        self._oldest: float | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- the listener side (Bolt's threads, after the ack) ------------------------------
+
+    def submit(self, body: dict[str, Any]) -> bool:
+        """Queue an Events API payload; False (and nothing queued) if its event id was seen.
+
+        Slack's retries of one delivery, over HTTP or Socket Mode, carry the same event id.
+        """
+        event_id = str(body.get("event_id") or "")
+        if event_id and not self._first(f"slack:event:{event_id}"):
+            log.debug("dropping retried event %s", event_id)
+            return False
+        self._queue.put((time.monotonic(), body))
+        return True
+
+    def _first(self, key: str) -> bool:
+        """Whether ``key`` is claimed here first; with the store down, the database decides."""
+        try:
+            return self.dedupe.claim(key, self.settings.dedupe_ttl)
+        except redis.RedisError as exc:
+            log.warning("dedupe store unavailable, relying on the database: %s", exc)
+            return True
+
+    # --- the ingest thread ---------------------------------------------------------------
+
+    def start(self, stop: threading.Event) -> None:
+        """Start the thread that hands queued events to the pipeline until ``stop`` is set."""
+        self._thread = threading.Thread(
+            target=self._run, args=(stop,), name="slack-inbound", daemon=True
+        )
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        """Wait for the ingest thread to end."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def healthy(self) -> bool:
+        """The ingest thread runs and no event has waited for it too long."""
+        if self._thread is None or not self._thread.is_alive():
+            return False
+        oldest = self._oldest
+        return oldest is None or time.monotonic() - oldest < _STUCK_SECONDS
+
+    def idle(self) -> bool:
+        """Nothing queued and nothing being handled (for tests and orderly shutdown)."""
+        return self._queue.empty() and self._oldest is None
+
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                queued_at, body = self._queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            self._oldest = queued_at
+            try:
+                self.handle(body)
+            except Exception:
+                log.exception("could not take in Slack event %s", body.get("event_id"))
+            finally:
+                self._oldest = None
+
+    def handle(self, body: dict[str, Any]) -> None:
+        """Take in one Events API payload (in the ingest thread)."""
+        event = body.get("event") or {}
+        kind = event.get("type")
+        if kind in {"app_mention", "message"}:
+            self._message(body, event)
+        elif kind in {"reaction_added", "reaction_removed"}:
+            self._reaction(body, event, removed=kind == "reaction_removed")
+
+    # --- messages ------------------------------------------------------------------------
+
+    def _message(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        subtype = event.get("subtype")
+        if subtype not in _SPOKEN_SUBTYPES or event.get("hidden"):
+            return
+        team = _team(body, event)
+        me = self.workspaces.identity(team) if team else None
+        if me is None or not self._from_someone_else(event, me):
+            return  # not installed there, or the bot itself (or another bot) speaking
+        channel, ts = str(event.get("channel") or ""), str(event.get("ts") or "")
+        if not (channel and ts):
+            return
+        tenant = tenant_of(team)
+        thread = str(event.get("thread_ts") or ts)
+        raw_text = str(event.get("text") or "")
+        mentioned = event["type"] == "app_mention" or f"<@{me.user_id}>" in raw_text
+        direct = event.get("channel_type") == "im" or channel.startswith("D")
+        text = from_slack(raw_text, drop_user=me.user_id)
+        if mentioned or direct:
+            addressed = True
+            text = text or "help"  # a bare mention asks what the bot can do
+        elif thread == ts or not self.settings.slack_follow_threads:
+            return  # channel chatter outside the bot's threads is none of its business
+        elif not self._session_exists(tenant, channel, thread):
+            return
+        else:
+            addressed = self._clearly_asked(text)
+        # app_mention and message deliver one message twice, under two event ids.
+        if not self._first(f"slack:message:{tenant}:{channel}:{ts}"):
+            return
+        if mentioned and thread != ts and not direct:
+            self._backfill(me, channel, thread, before=ts)
+        user = str(event.get("user") or event.get("bot_id") or "")
+        chat = ChatEvent(
+            platform=PLATFORM,
+            tenant=tenant,
+            channel=channel,
+            thread=thread,
+            user=user,
+            text=text,
+            event_id=str(body.get("event_id") or ""),
+            message_id=ts,
+            mentions=tuple(m.strip("<@>") for m in _OTHER_MENTION.findall(raw_text)),
+            addressed=addressed,
+            raw=event,
+        )
+        result = self._accept(chat)
+        if result is not None and result.admission is Admission.QUEUED and addressed:
+            self.delivery.working(team, channel, thread, ts, event_row=result.event_row)
+
+    def _from_someone_else(self, event: dict[str, Any], me: BotIdentity) -> bool:
+        """False for the bot's own messages, and for other bots' unless they are allowed."""
+        if event.get("user") == me.user_id or (me.bot_id and event.get("bot_id") == me.bot_id):
+            return False
+        is_bot = bool(event.get("bot_id")) or event.get("subtype") == "bot_message"
+        return not is_bot or self.settings.slack_allow_bots
+
+    def _clearly_asked(self, text: str) -> bool:
+        """Whether a thread message without a mention asks the bot (CAIRN_SLACK_ANSWER_...)."""
+        mode = self.settings.slack_answer_without_mention
+        if mode != "questions":
+            return mode == "always"
+        if _OTHER_MENTION.search(text):
+            return False  # speaking to someone else
+        agent = self.settings.agent.casefold()
+        named = text.casefold().startswith((agent + ",", agent + ":", agent + " "))
+        return named or text.rstrip().endswith("?")
+
+    def _session_exists(self, tenant: str, channel: str, thread: str) -> bool:
+        with self.pipeline.rt.db.session() as s:
+            found = s.exec(
+                select(AgentSession.id).where(
+                    AgentSession.tenant_id == tenant,
+                    AgentSession.channel == channel,
+                    AgentSession.thread_ref == thread,
+                )
+            ).first()
+            return found is not None
+
+    def _backfill(self, me: BotIdentity, channel: str, thread: str, *, before: str) -> None:
+        """Log the thread's earlier messages (conversations.replies) as context, once."""
+        tenant = tenant_of(me.team_id)
+        if self.settings.slack_follow_threads and self._session_exists(tenant, channel, thread):
+            return  # the session has followed the thread since the bot was first mentioned
+        client = self.workspaces.client(me.team_id)
+        if client is None:
+            return
+        try:
+            messages = self._replies(client, channel, thread)
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            log.warning("could not read the thread %s in %s: %s", thread, channel, exc)
+            return
+        for message in messages:
+            ts = str(message.get("ts") or "")
+            if not ts or float(ts) >= float(before) or not self._from_someone_else(message, me):
+                continue
+            if message.get("subtype") not in _SPOKEN_SUBTYPES:
+                continue
+            text = from_slack(str(message.get("text") or ""), drop_user=me.user_id)
+            if not text:
+                continue
+            self._accept(
+                ChatEvent(
+                    platform=PLATFORM,
+                    tenant=tenant,
+                    channel=channel,
+                    thread=thread,
+                    user=str(message.get("user") or message.get("bot_id") or "unknown"),
+                    text=text[: self.settings.max_message_chars],
+                    message_id=ts,
+                    addressed=False,
+                )
+            )
+
+    @staticmethod
+    def _replies(client: WebClient, channel: str, thread: str) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while len(messages) < _BACKFILL_LIMIT:
+            response = client.conversations_replies(
+                channel=channel, ts=thread, limit=min(200, _BACKFILL_LIMIT), cursor=cursor
+            )
+            messages.extend(response.get("messages") or [])
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                break
+        return messages[:_BACKFILL_LIMIT]
+
+    # --- reactions -----------------------------------------------------------------------
+
+    def _reaction(self, body: dict[str, Any], event: dict[str, Any], *, removed: bool) -> None:
+        item = event.get("item") or {}
+        user = str(event.get("user") or "")
+        team = _team(body, event)
+        me = self.workspaces.identity(team) if team else None
+        if me is None or item.get("type") != "message" or not user or user == me.user_id:
+            return
+        channel, ts = str(item.get("channel") or ""), str(item.get("ts") or "")
+        if not (channel and ts):
+            return
+        tenant = tenant_of(team)
+        target = f"{channel}:{ts}"
+        try:
+            target = self.dedupe.get(part_key(tenant, target)) or target
+        except redis.RedisError as exc:
+            log.warning("dedupe store unavailable, reading the reaction as is: %s", exc)
+        self._accept(
+            ChatEvent(
+                platform=PLATFORM,
+                tenant=tenant,
+                channel=channel,
+                thread=ts,
+                user=user,
+                type=EventType.REACTION_REMOVED if removed else EventType.REACTION_ADDED,
+                event_id=str(body.get("event_id") or ""),
+                reaction=emoji_name(str(event.get("reaction") or "")),
+                target_id=target,
+                raw=event,
+            )
+        )
+
+    # --- into the pipeline ---------------------------------------------------------------
+
+    def _accept(self, chat: ChatEvent) -> Ingested | None:
+        """Hand ``chat`` to the pipeline; a refused message is answered in its thread."""
+        for attempt in range(3):
+            try:
+                result = self.pipeline.accept(chat)
+            except InvalidInput as exc:
+                if chat.type is EventType.MESSAGE and chat.addressed:
+                    self.delivery.say(
+                        chat.tenant, chat.channel, chat.thread, f"Sorry, I can't take that: {exc}"
+                    )
+                return None
+            except QueueError as exc:
+                # The event is logged; Pipeline.recover re-queues it when the broker is back.
+                log.error("queue unavailable, event kept for later: %s", exc)
+                return None
+            except CairnError as exc:
+                log.warning("could not log Slack event (attempt %d): %s", attempt + 1, exc)
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            return result
+        return None
+
+
+def _team(body: dict[str, Any], event: dict[str, Any]) -> str:
+    return str(body.get("team_id") or event.get("team") or "")

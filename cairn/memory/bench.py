@@ -1,0 +1,404 @@
+"""Benchmarks of long-term memory: recall on LoCoMo conversations, and latency at scale.
+
+Both are commands that print figures (``cairn bench recall``, ``cairn bench scale``); they pass
+or fail nothing. Each run builds its own store in a temporary folder, so it never touches the
+data in CAIRN_HOME.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cairn.db import Database
+from cairn.errors import InvalidInput
+from cairn.memory.embed import Embedder, build_embedder
+from cairn.memory.index import embedded_index
+from cairn.memory.ranking import RankWeights
+from cairn.memory.scope import Scope, Source, Visibility
+from cairn.memory.store import MemoryStore
+from cairn.memory.terms import terms
+
+__all__ = ["RecallReport", "bench_recall", "bench_scale", "run_recall", "run_scale"]
+
+METHODS = ("cairn", "bm25", "dense", "palaia", "pranor")
+_DATE = "%I:%M %p on %d %B, %Y"
+
+
+@dataclass
+class RecallReport:
+    """Recall@k per method, averaged over questions, and the latency of cairn's recall."""
+
+    ks: tuple[int, ...]
+    hits: dict[str, dict[int, list[float]]] = field(default_factory=dict)
+    latencies_ms: list[float] = field(default_factory=list)
+
+    def add(self, method: str, k: int, value: float) -> None:
+        """Record the recall of one question by ``method`` at ``k``."""
+        self.hits.setdefault(method, {}).setdefault(k, []).append(value)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The shape ``--json`` prints."""
+        methods: dict[str, dict[str, float | int]] = {}
+        for method in METHODS:
+            per_k = self.hits.get(method, {})
+            entry: dict[str, float | int] = {
+                f"recall@{k}": round(statistics.fmean(v), 4) if (v := per_k.get(k)) else 0.0
+                for k in self.ks
+            }
+            entry["n"] = len(per_k.get(self.ks[0], []))
+            methods[method] = entry
+        return {"methods": methods, "latency_ms": _percentiles(self.latencies_ms)}
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"p50": 0.0, "p95": 0.0}
+    ordered = sorted(values)
+    return {
+        "p50": round(statistics.median(ordered), 3),
+        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 3),
+    }
+
+
+@contextmanager
+def _scratch_store(
+    embedder: Embedder | None, weights: RankWeights | None = None
+) -> Iterator[MemoryStore]:
+    with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp:
+        db = Database(f"sqlite:///{tmp}/bench.db")
+        db.migrate()
+        dim = embedder.dim if embedder is not None else None
+        index = embedded_index(Path(tmp) / "qdrant", dim)
+        store = MemoryStore(db, index, embedder=embedder, weights=weights)
+        try:
+            yield store
+        finally:
+            index.close()
+            db.dispose()
+
+
+def _turns(conversation: dict[str, Any]) -> Iterator[tuple[str, str, datetime, str]]:
+    """(dia_id, text, when, session) of every turn; only turns, speakers and dates are read."""
+    sessions = sorted(
+        int(m.group(1))
+        for key in conversation
+        if (m := re.fullmatch(r"session_(\d+)", key)) and isinstance(conversation[key], list)
+    )
+    for n in sessions:
+        start = datetime.strptime(conversation[f"session_{n}_date_time"], _DATE).replace(tzinfo=UTC)
+        for i, turn in enumerate(conversation[f"session_{n}"]):
+            text = f"{turn['speaker']}: {turn['text']}"
+            if turn.get("blip_caption"):
+                text += f" [shares an image: {turn['blip_caption']}]"
+            yield turn["dia_id"], text, start + timedelta(seconds=30 * i), f"session_{n}"
+
+
+def _evidence(item: dict[str, Any]) -> set[str]:
+    found: set[str] = set()
+    for entry in item.get("evidence") or []:
+        found.update(re.findall(r"D\d+:\d+", str(entry)))
+    return found
+
+
+def run_recall(
+    data: Path,
+    ks: tuple[int, ...],
+    embedder: Embedder | None,
+    weights: RankWeights | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> RecallReport:
+    """Score cairn and the baselines on every LoCoMo conversation file in ``data``.
+
+    Raises InvalidInput when ``data`` holds no conversation files.
+    """
+    files = sorted(p for p in data.glob("*.json") if p.is_file())
+    if not files:
+        raise InvalidInput(f"no LoCoMo conversation files (*.json) in {data}")
+    report = RecallReport(ks=ks)
+    top = max(ks)
+    with _scratch_store(embedder, weights) as store:
+        for path in files:
+            record = json.loads(path.read_text())
+            conversation = record.get("conversation", record)
+            scope = Scope(f"locomo:{path.stem}", "bench")
+            dia_of: dict[int, str] = {}
+            created: dict[int, datetime] = {}
+            last = datetime.min.replace(tzinfo=UTC)
+            for dia_id, text, when, session in _turns(conversation):
+                written = store.remember(
+                    text,
+                    scope,
+                    kind="episode",
+                    visibility=Visibility.TEAM,
+                    source=Source(
+                        platform="locomo", thread=f"{path.stem}/{session}", message=dia_id
+                    ),
+                    created_at=when,
+                    flush=False,
+                )
+                dia_of[written.memory.id] = dia_id
+                created[written.memory.id] = when
+                last = max(last, when)
+            store.flush_outbox()
+            asked_at = last + timedelta(days=1)
+            questions = [
+                q
+                for q in record.get("qa", [])
+                if q.get("category") in (1, 2, 3, 4) and _evidence(q)
+            ]
+            if progress:
+                progress(f"{path.name}: {len(dia_of)} turns, {len(questions)} questions")
+            texts = {mid: set(terms(t)) for mid, t in _texts(store, scope).items()}
+            for item in questions:
+                _score_question(
+                    store, scope, str(item["question"]), _evidence(item), asked_at,
+                    dia_of, created, texts, report, top,
+                )  # fmt: skip
+    return report
+
+
+def _texts(store: MemoryStore, scope: Scope) -> dict[int, str]:
+    return {m.id: m.text for m in store.newest(scope, limit=1_000_000)}
+
+
+def _score_question(
+    store: MemoryStore,
+    scope: Scope,
+    question: str,
+    evidence: set[str],
+    asked_at: datetime,
+    dia_of: dict[int, str],
+    created: dict[int, datetime],
+    texts: dict[int, set[str]],
+    report: RecallReport,
+    top: int,
+) -> None:
+    started = time.perf_counter()
+    recalled = store.recall(question, scope, top, now=asked_at, touch=False)
+    report.latencies_ms.append((time.perf_counter() - started) * 1000)
+    found = store.candidates(question, scope, max(top, 100))
+    rankings: dict[str, list[int]] = {
+        "cairn": [r.memory.id for r in recalled],
+        "bm25": [mid for mid, _ in found.lexical],
+        "dense": [mid for mid, _ in found.dense],
+        "palaia": _palaia(found.lexical, found.dense),
+        "pranor": _pranor(question, asked_at, created, texts),
+    }
+    for method, ids in rankings.items():
+        for k in report.ks:
+            got = {dia_of.get(mid) for mid in ids[:k]}
+            report.add(method, k, len(evidence & got) / len(evidence))
+
+
+def _minmax(pairs: list[tuple[int, float]]) -> dict[int, float]:
+    if not pairs:
+        return {}
+    low, high = min(s for _, s in pairs), max(s for _, s in pairs)
+    span = high - low
+    return {mid: (s - low) / span if span > 0 else 1.0 for mid, s in pairs}
+
+
+def _palaia(lexical: list[tuple[int, float]], dense: list[tuple[int, float]]) -> list[int]:
+    """palaia's hybrid: 0.4 x BM25 + 0.6 x dense, each min-max normalised."""
+    bm25, cos = _minmax(lexical), _minmax(dense)
+    scores = {mid: 0.4 * bm25.get(mid, 0.0) + 0.6 * cos.get(mid, 0.0) for mid in {*bm25, *cos}}
+    return sorted(scores, key=lambda mid: (-scores[mid], mid))
+
+
+def _pranor(
+    question: str, asked_at: datetime, created: dict[int, datetime], texts: dict[int, set[str]]
+) -> list[int]:
+    """Pranor's ranking: keyword matches x 1 / (1 + hours since the memory was created)."""
+    wanted = set(terms(question))
+    scores: dict[int, float] = {}
+    for mid, words in texts.items():
+        matches = len(wanted & words)
+        if matches:
+            hours = max(0.0, (asked_at - created[mid]).total_seconds() / 3600)
+            scores[mid] = matches / (1.0 + hours)
+    return sorted(scores, key=lambda mid: (-scores[mid], mid))
+
+
+def default_locomo() -> Path:
+    """../shared/data/locomo beside the repository root (how CI lays it out)."""
+    root = Path(__file__).resolve().parents[2]
+    return root.parent / "shared" / "data" / "locomo"
+
+
+@click.command("recall")
+@click.option(
+    "--data",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Folder of LoCoMo conversation files (default: ../shared/data/locomo).",
+)
+@click.option("--k", "ks", default="5,10", show_default=True, help="Comma-separated cut-offs.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bench_recall(data: Path | None, ks: str, as_json: bool) -> None:
+    """Recall@k of cairn's memory and four baselines on LoCoMo conversations.
+
+    \b
+    Each conversation file becomes a fresh tenant; every turn is stored as an episodic memory
+    ("Speaker: text", plus the image caption) at its session's date and time. Every question of
+    categories 1-4 is then asked a day after the last session; recall@k is the share of its
+    evidence turns among the top k. Baselines on the same store: bm25, dense, palaia
+    (0.4 x BM25 + 0.6 x dense, min-max normalised), pranor (keyword matches x 1/(1+hours)).
+    \b
+    Example:
+      cairn bench recall --data ../shared/data/locomo --k 5,10 --json
+    """
+    from cairn.cli import _errors, _settings
+
+    with _errors():
+        settings = _settings()
+        cutoffs = _parse_ks(ks)
+        folder = data or default_locomo()
+        if not folder.is_dir():
+            raise InvalidInput(f"no LoCoMo data at {folder}; pass --data DIR")
+        embedder = build_embedder(settings.embeddings)
+        report = run_recall(
+            folder,
+            cutoffs,
+            embedder,
+            RankWeights.from_settings(settings),
+            progress=None if as_json else lambda line: click.echo(line, err=True),
+        )
+        result = report.as_dict()
+        if as_json:
+            click.echo(json.dumps(result))
+            return
+        click.echo(f"embeddings: {embedder.name if embedder else 'none (lexical only)'}")
+        header = "method  " + "  ".join(f"recall@{k:<3}" for k in cutoffs) + "  n"
+        click.echo(header)
+        for method, row in result["methods"].items():
+            cells = "  ".join(f"{row[f'recall@{k}']:<9.3f}" for k in cutoffs)
+            click.echo(f"{method:<7} {cells}  {row['n']}")
+        lat = result["latency_ms"]
+        click.echo(f"cairn recall latency: p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms")
+
+
+def _parse_ks(ks: str) -> tuple[int, ...]:
+    try:
+        values = tuple(sorted({int(k) for k in ks.split(",") if k.strip()}))
+    except ValueError as exc:
+        raise InvalidInput(f"--k takes comma-separated numbers, like 5,10 (got {ks!r})") from exc
+    if not values or min(values) < 1:
+        raise InvalidInput("--k needs at least one cut-off of 1 or more")
+    return values
+
+
+# --- scale ------------------------------------------------------------------------------
+
+_WORDS = (  # noqa: SIM905 - a word list reads best as one string
+    "deploy release staging database backup runner cache queue incident rollback vpn dns "
+    "certificate token grafana alert pager rotation kubernetes node pod cluster migration "
+    "schema index latency budget outage freeze monday friday review ticket customer invoice "
+    "billing refund region replica shard snapshot restore cron job worker broker redis postgres"
+).split()
+
+
+def _sentence(rng: random.Random) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(rng.randint(6, 14)))
+
+
+def run_scale(
+    size: int,
+    embedder: Embedder | None,
+    *,
+    other_tenants: int = 20,
+    queries: int = 200,
+    seed: int = 7,
+) -> dict[str, Any]:
+    """Search latency and write throughput with ``size`` memories in one tenant.
+
+    The other tenants hold ``size // 10`` memories each, shared out so that filtering by tenant
+    matters. Vectors of a small pool of sentences are embedded once and reused, so the write
+    figure measures the store, not the model; the query figure is given with and without
+    embedding time, for the whole recall path (index, fusion, scope re-read, weighting) without
+    the recall-count update.
+    """
+    rng = random.Random(seed)
+    pool = [_sentence(rng) for _ in range(512)]
+    vectors = embedder.embed(pool) if embedder is not None else None
+    with _scratch_store(embedder) as store:
+        target = Scope("scale:main", "bench")
+        others = [Scope(f"scale:other{i}", "bench") for i in range(other_tenants)]
+        plan = [(target, n) for n in range(size)]
+        plan += [(others[n % other_tenants], n) for n in range(size // 10 * other_tenants // 10)]
+        rng.shuffle(plan)
+        started = time.perf_counter()
+        for count, (scope, n) in enumerate(plan, 1):
+            text = f"{pool[n % len(pool)]} #{n}"
+            vector = vectors[n % len(pool)] if vectors is not None else None
+            store.remember(text, scope, kind="episode", flush=False, vector=vector)
+            if count % 2000 == 0:
+                store.flush_outbox(limit=2000)
+        store.flush_outbox(limit=2000)
+        writes_per_s = len(plan) / (time.perf_counter() - started)
+        asks = [" ".join(rng.sample(_WORDS, 4)) for _ in range(queries)]
+        with_embedding: list[float] = []
+        search_only: list[float] = []
+        for query in asks:
+            t0 = time.perf_counter()
+            qvec = [float(x) for x in embedder.embed([query])[0]] if embedder is not None else None
+            t1 = time.perf_counter()
+            store.recall(query, target, 10, vector=qvec, touch=False)
+            t2 = time.perf_counter()
+            search_only.append((t2 - t1) * 1000)
+            with_embedding.append((t2 - t0) * 1000)
+        return {
+            "search_ms": _percentiles(search_only),
+            "search_with_embedding_ms": _percentiles(with_embedding),
+            "writes_per_s": round(writes_per_s, 1),
+        }
+
+
+@click.command("scale")
+@click.option(
+    "--memories",
+    default="10000,100000",
+    show_default=True,
+    help="Comma-separated numbers of memories in the measured tenant.",
+)
+@click.option("--queries", default=200, show_default=True, help="Searches timed per size.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bench_scale(memories: str, queries: int, as_json: bool) -> None:
+    """Search latency (p50/p95, with and without query embedding) and write throughput.
+
+    \b
+    One tenant holds N memories while 20 other tenants are present; searches go through the
+    full recall path (index, fusion, scope re-read, weighting) on the embedded default.
+    \b
+    Example:
+      cairn bench scale --memories 10000 --json
+    """
+    from cairn.cli import _errors, _settings
+
+    with _errors():
+        settings = _settings()
+        sizes = _parse_ks(memories)
+        embedder = build_embedder(settings.embeddings)
+        result = {"sizes": {str(n): run_scale(n, embedder, queries=queries) for n in sizes}}
+        if as_json:
+            click.echo(json.dumps(result))
+            return
+        for n, row in result["sizes"].items():
+            s, e = row["search_ms"], row["search_with_embedding_ms"]
+            click.echo(
+                f"{n:>7} memories: search p50 {s['p50']:.2f} ms p95 {s['p95']:.2f} ms; "
+                f"with embedding p50 {e['p50']:.2f} ms p95 {e['p95']:.2f} ms; "
+                f"{row['writes_per_s']:.0f} writes/s"
+            )

@@ -1,0 +1,351 @@
+"""The ``cairn memory`` commands and ``cairn session end``: look into and administer memory.
+
+Every command is scoped: a tenant (default: the console's) and an agent (default: CAIRN_AGENT).
+Bulk commands (export, gc) need an explicit ``--tenant``. ``--json`` prints machine-readable
+output; on a terminal, lists are tables.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cairn.errors import InvalidInput, NotFound
+from cairn.memory.scope import Scope
+from cairn.memory.store import MEMORY_KINDS, Memory
+
+__all__ = ["memory", "session_end"]
+
+
+@contextmanager
+def _runtime(tenant: str | None, agent: str | None) -> Iterator[tuple[Any, Scope]]:
+    from cairn.cli import _errors, _settings
+    from cairn.runtime import build_runtime
+
+    with _errors():
+        settings = _settings()
+        rt = build_runtime(settings)
+        try:
+            yield rt, Scope(tenant or settings.console_tenant, agent or settings.agent)
+        finally:
+            rt.close()
+
+
+def _scope_options(fn: Any) -> Any:
+    fn = click.option("--agent", default=None, help="Agent (default: CAIRN_AGENT).")(fn)
+    return click.option("--tenant", default=None, help="Tenant (default: the console's).")(fn)
+
+
+def _as_json(memory: Memory) -> dict[str, Any]:
+    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in asdict(memory).items()}
+
+
+def _table(rows: list[Memory], scores: list[float] | None = None) -> None:
+    if not rows:
+        click.echo("(no memories)")
+        return
+    headers = ["id", *(["score"] if scores else []), "kind", "tier", "visibility", "text", "state"]
+    cells = []
+    for i, m in enumerate(rows):
+        state = "retracted" if m.retracted else ("confirmed" if m.confirmed else "")
+        score = [f"{scores[i]:.3f}"] if scores else []
+        cells.append([f"#{m.id}", *score, m.kind, m.tier, m.visibility, m.text, state])
+    if sys.stdout.isatty():
+        try:
+            from rich.console import Console
+            from rich.table import Table
+
+            table = Table(*headers)
+            for row in cells:
+                table.add_row(*row)
+            Console().print(table)
+            return
+        except ImportError:
+            pass
+    for row in cells:
+        click.echo("  ".join(c for c in row if c))
+
+
+@click.group()
+def memory() -> None:
+    """Look into and administer long-term memory.
+
+    \b
+    Examples:
+      cairn memory list --kind decision
+      cairn memory search "deploy freeze" -k 10 --json
+      cairn memory show 42
+      cairn memory retract 42 --reason "outdated"
+      cairn memory export --tenant console > console.jsonl
+      cairn memory import console.jsonl
+      cairn memory gc --tenant console --dry-run
+      cairn memory doctor
+    """
+
+
+@memory.command("list")
+@_scope_options
+@click.option("--kind", type=click.Choice(MEMORY_KINDS), default=None, help="Only this kind.")
+@click.option("--tier", type=click.Choice(["hot", "warm", "cold"]), default=None)
+@click.option("--limit", default=50, show_default=True)
+@click.option("--all", "include_retracted", is_flag=True, help="Include retracted memories.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+def memory_list(
+    tenant: str | None,
+    agent: str | None,
+    kind: str | None,
+    tier: str | None,
+    limit: int,
+    include_retracted: bool,
+    as_json: bool,
+) -> None:
+    """List the newest memories an agent can see."""
+    with _runtime(tenant, agent) as (rt, scope):
+        rows = rt.memory.newest(
+            scope, limit=limit, include_retracted=include_retracted, kind=kind, tier=tier
+        )
+        if as_json:
+            for m in rows:
+                click.echo(json.dumps(_as_json(m)))
+        else:
+            _table(rows)
+
+
+@memory.command("search")
+@click.argument("query")
+@_scope_options
+@click.option("-k", default=5, show_default=True, help="How many to return.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+def memory_search(query: str, tenant: str | None, agent: str | None, k: int, as_json: bool) -> None:
+    """What recall finds for QUERY (hybrid lexical + dense, weighted), best first.
+
+    \b
+    Example:
+      cairn memory search "who owns the VPN?" -k 3
+    """
+    with _runtime(tenant, agent) as (rt, scope):
+        found = rt.memory.recall(query, scope, k)
+        if as_json:
+            for r in found:
+                click.echo(json.dumps({**_as_json(r.memory), "score": r.score}))
+        else:
+            _table([r.memory for r in found], [r.score for r in found])
+
+
+memory.add_command(memory_search, "recall")
+
+
+@memory.command("show")
+@click.argument("memory_id", type=int)
+@_scope_options
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def memory_show(memory_id: int, tenant: str | None, agent: str | None, as_json: bool) -> None:
+    """Everything about one memory: scope, source, scores, tier, retraction."""
+    with _runtime(tenant, agent) as (rt, scope):
+        found = rt.memory.get(memory_id, scope)
+        if found is None:
+            raise NotFound(f"no memory #{memory_id} visible to {scope.agent} in {scope.tenant}")
+        data = _as_json(found)
+        if as_json:
+            click.echo(json.dumps(data))
+            return
+        width = max(len(k) for k in data)
+        for key, value in data.items():
+            click.echo(f"{key:<{width}}  {value}")
+
+
+@memory.command("retract")
+@click.argument("memory_id", type=int)
+@_scope_options
+@click.option("--reason", default="", help="Why (kept for audit).")
+@click.option("--by", "by", default=None, help="Who retracts (default: your login name).")
+def memory_retract(
+    memory_id: int, tenant: str | None, agent: str | None, reason: str, by: str | None
+) -> None:
+    """Retract a memory: a tombstone kept for audit, never recalled again."""
+    import getpass
+
+    with _runtime(tenant, agent) as (rt, scope):
+        m = rt.memory.retract(memory_id, scope, by=by or getpass.getuser(), reason=reason)
+        click.echo(f"retracted #{m.id}: {m.text}")
+
+
+@memory.command("export")
+@click.option("--tenant", required=True, help="The tenant to export (required).")
+@click.option("--agent", default=None, help="Only this agent's private memories and shared ones.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--live-only", is_flag=True, help="Leave retracted memories out.")
+def memory_export(tenant: str, agent: str | None, output: Path | None, live_only: bool) -> None:
+    """Export a tenant's memories as JSON lines (every field; import restores them exactly).
+
+    \b
+    Example:
+      cairn memory export --tenant console -o console.jsonl
+    """
+    from cairn.memory.portable import export_memories
+
+    with _runtime(tenant, agent) as (rt, _):
+        lines = export_memories(rt.db, tenant, agent=agent, include_retracted=not live_only)
+        if output is None:
+            for line in lines:
+                click.echo(line)
+            return
+        with output.open("w", encoding="utf-8") as f:
+            count = sum(1 for line in lines if f.write(line + "\n"))
+        click.echo(f"exported {count} memories to {output}", err=True)
+
+
+@memory.command("import")
+@click.argument("source", type=click.File("r", encoding="utf-8"))
+@click.option("--tenant", default=None, help="Import into this tenant instead of the recorded one.")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def memory_import(source: Any, tenant: str | None, as_json: bool) -> None:
+    """Import JSON lines written by `cairn memory export` (- reads standard input).
+
+    Duplicates of existing memories are skipped; imported ones are indexed at once.
+    """
+    from cairn.memory.portable import import_memories
+
+    with _runtime(tenant, None) as (rt, _):
+        report = import_memories(rt.db, source, tenant=tenant)
+        rt.memory.flush_outbox()
+        if as_json:
+            click.echo(json.dumps(asdict(report)))
+        else:
+            click.echo(f"imported {report.imported}, skipped {report.skipped} already present")
+
+
+@memory.command("gc")
+@click.option("--tenant", required=True, help="The tenant to collect (required).")
+@click.option("--dry-run", is_flag=True, help="Report what would be pruned; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def memory_gc(tenant: str, dry_run: bool, as_json: bool) -> None:
+    """Rotate tiers (hot/warm/cold by decay and budgets) and tombstone stale cold memories.
+
+    Pruning is a retraction with its reason recorded, never a delete.
+    """
+    from cairn.memory.tiers import collect_garbage
+
+    with _runtime(tenant, None) as (rt, _):
+        report = collect_garbage(rt.db, tenant, tier_policy(rt.settings), dry_run=dry_run)
+        rt.memory.flush_outbox()
+        if as_json:
+            click.echo(json.dumps(asdict(report)))
+            return
+        moved = ", ".join(f"{n} to {t}" for t, n in report.moved.items() if n) or "none"
+        counts = ", ".join(f"{n} {t}" for t, n in report.counts.items())
+        verb = "would prune" if dry_run else "pruned"
+        click.echo(f"moved: {moved}; {verb} {report.pruned}; now {counts or 'unchanged'}")
+
+
+def tier_policy(settings: Any) -> Any:
+    """The tier policy the settings describe."""
+    from cairn.memory.tiers import TierPolicy
+
+    return TierPolicy(
+        half_life_days=settings.memory_half_life_days,
+        warm_below=settings.memory_warm_below,
+        cold_below=settings.memory_cold_below,
+        hot_budget=settings.memory_hot_budget,
+        warm_budget=settings.memory_warm_budget,
+        prune_after_days=settings.memory_prune_after_days,
+    )
+
+
+@memory.command("doctor")
+@click.option("--repair", is_flag=True, help="Replay the outbox and re-index what is missing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+def memory_doctor(repair: bool, as_json: bool) -> None:
+    """Check memory's parts: embedding model, vector index, outbox, database vs index counts."""
+    from sqlmodel import col, func, select
+
+    from cairn.db.models import MemoryRow
+    from cairn.memory.index import IndexUnavailable
+
+    with _runtime(None, None) as (rt, _):
+        store = rt.memory
+        replayed = reindexed = 0
+        if repair:
+            replayed, reindexed = store.reconcile()
+        with rt.db.session() as s:
+            live = int(
+                s.exec(
+                    select(func.count())
+                    .select_from(MemoryRow)
+                    .where(col(MemoryRow.retracted).is_(False))
+                ).one()
+            )
+        indexed: int | str
+        try:
+            indexed = store.index.count() if store.index is not None else "no index"
+        except IndexUnavailable as exc:
+            indexed = f"unavailable: {exc}"
+        findings = {
+            "embeddings": store.embedder.name if store.embedder else "none (lexical only)",
+            "index": getattr(store.index, "where", "none"),
+            "live_memories": live,
+            "indexed": indexed,
+            "outbox_pending": store.pending_outbox(),
+            "replayed": replayed,
+            "reindexed": reindexed,
+        }
+        healthy = indexed == live and findings["outbox_pending"] == 0
+        findings["healthy"] = healthy
+        if as_json:
+            click.echo(json.dumps(findings))
+        else:
+            for key, value in findings.items():
+                click.echo(f"{key:<15} {value}")
+            if not healthy:
+                click.echo("run `cairn memory doctor --repair` to bring the index in step")
+        if not healthy:
+            sys.exit(1)
+
+
+@click.command("end")
+@click.argument("thread")
+@click.option("--tenant", default=None, help="Tenant (default: the console's).")
+@click.option("--channel", default=None, help="Channel of the thread (default: any).")
+@click.option("--json", "as_json", is_flag=True, help="Print the learnings as JSON.")
+def session_end(thread: str, tenant: str | None, channel: str | None, as_json: bool) -> None:
+    """End the session of THREAD: extract learnings and announce them in the thread.
+
+    \b
+    The model proposes what is worth remembering; valid learnings are stored unconfirmed and
+    posted as "remembered: ..." notices that people can confirm or retract by reaction.
+    Example:
+      cairn session end incident-42
+    """
+    from sqlmodel import select
+
+    from cairn.db.models import AgentSession
+    from cairn.memory.learnings import end_session
+
+    with _runtime(tenant, None) as (rt, scope):
+        with rt.db.session() as s:
+            query = select(AgentSession).where(
+                AgentSession.tenant_id == scope.tenant, AgentSession.thread_ref == thread
+            )
+            if channel:
+                query = query.where(AgentSession.channel == channel)
+            found = s.exec(query).all()
+            ids = [f.id or 0 for f in found]
+        if not ids:
+            raise NotFound(f"no session for thread {thread!r} in {scope.tenant}")
+        if len(ids) > 1:
+            raise InvalidInput(f"thread {thread!r} exists in several channels; pass --channel")
+        learned = end_session(rt, ids[0])
+        if as_json:
+            click.echo(json.dumps([_as_json(m) for m in learned]))
+        else:
+            for m in learned:
+                click.echo(f"remembered: {m.text} (#{m.id}, {m.kind}, unconfirmed)")
+            if not learned:
+                click.echo("session ended; nothing new to remember")

@@ -1,0 +1,347 @@
+"""The context engine: resumes a session's state, compiles each turn's prompt, records telemetry.
+
+A turn begins by loading the session's checkpoint and folding the events after it (a bounded
+number: the previous turn's tool calls and reply), which is saved back as the new checkpoint;
+then the current message is folded in and the prompt compiled. Resuming on another worker is
+therefore one row read plus the new events, whatever the thread's length.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import col, select
+
+from cairn.db import Database
+from cairn.db.models import (
+    AgentRow,
+    AgentSession,
+    ContextCheckpoint,
+    ContextTelemetry,
+    SessionEvent,
+    utcnow,
+)
+from cairn.errors import InvalidInput, NotFound
+from cairn.memory.context.artifacts import ArtifactStore
+from cairn.memory.context.classic import ClassicCompiler
+from cairn.memory.context.compiler import CompiledPrompt, compile_prompt
+from cairn.memory.context.config import EngineConfig
+from cairn.memory.context.pastes import Card, render_text
+from cairn.memory.context.state import (
+    ITEM_KINDS,
+    EventView,
+    Item,
+    SessionState,
+    fold,
+    hydrate,
+)
+from cairn.memory.store import Recalled
+from cairn.memos import Memo
+from cairn.tokens import count_tokens
+from cairn.workers.llm.base import ToolSpec
+
+__all__ = ["ContextEngine", "TurnContext", "agent_instructions", "tools_tokens"]
+
+# Most characters one retrieve_artifact call returns; the agent pages with ``offset``.
+RETRIEVE_MAX_CHARS = 20000
+
+
+def tools_tokens(tools: Sequence[ToolSpec]) -> int:
+    """Estimated tokens of the tool definitions sent with every call."""
+    specs = [
+        {"name": t.name, "description": t.description, "schema": t.input_schema} for t in tools
+    ]
+    return count_tokens(json.dumps(specs)) if specs else 0
+
+
+def agent_instructions(db: Database, tenant: str, agent: str) -> str:
+    """The agent's own instructions from the ``agent`` table ("" when it has none)."""
+    with db.session() as s:
+        row = s.exec(
+            select(AgentRow).where(AgentRow.tenant_id == tenant, AgentRow.name == agent)
+        ).first()
+        return row.instructions.strip() if row is not None else ""
+
+
+def _view(event: SessionEvent) -> EventView:
+    return EventView(
+        event.seq, event.kind, event.text, event.user, event.status, event.data, event.id or 0
+    )
+
+
+class ContextEngine:
+    """Per-session state, prompts and telemetry over one database."""
+
+    def __init__(self, db: Database, config: EngineConfig) -> None:
+        self.db = db
+        self.config = config
+        self.artifacts = ArtifactStore(db)
+
+    # --- state --------------------------------------------------------------------------
+
+    def checkpoint(self, session_id: int) -> SessionState:
+        """The saved checkpoint of the session (an empty state when there is none)."""
+        with self.db.session() as s:
+            row = s.exec(
+                select(ContextCheckpoint).where(ContextCheckpoint.session_id == session_id)
+            ).first()
+            return SessionState.from_json(row.state) if row is not None else SessionState()
+
+    def catch_up(self, session: AgentSession, before_seq: int | None = None) -> SessionState:
+        """The session's state through the event just before ``before_seq`` (all events when
+        None): the checkpoint plus the events after it, saved back as the new checkpoint."""
+        assert session.id is not None
+        state = self.checkpoint(session.id)
+        with self.db.session() as s:
+            query = select(SessionEvent).where(
+                SessionEvent.session_id == session.id,
+                col(SessionEvent.seq) > state.through_seq,
+            )
+            if before_seq is not None:
+                query = query.where(col(SessionEvent.seq) < before_seq)
+            events = list(s.exec(query.order_by(col(SessionEvent.seq))).all())
+        if not events:
+            return state
+        for event in events:
+            folded = fold(
+                state,
+                _view(event),
+                distill_chars=self.config.distill_chars,
+                hydrate_at=self.config.hydrate_threshold,
+            )
+            self._store(session, folded.cards)
+        self._save(session.id, state)
+        return state
+
+    def _store(self, session: AgentSession, cards: Sequence[Card]) -> None:
+        for card in cards:
+            self.artifacts.put(
+                session.id or 0,
+                session.tenant_id,
+                card.content,
+                kind=card.distilled.kind,
+                title=card.distilled.title,
+                tokens=card.tokens,
+            )
+
+    def _save(self, session_id: int, state: SessionState) -> None:
+        data = state.to_json()
+        for _ in range(2):
+            try:
+                with self.db.session() as s:
+                    row = s.exec(
+                        select(ContextCheckpoint).where(ContextCheckpoint.session_id == session_id)
+                    ).first()
+                    if row is None:
+                        row = ContextCheckpoint(session_id=session_id)
+                    elif row.through_seq >= state.through_seq:
+                        return  # an equal or newer checkpoint is already saved
+                    row.through_seq, row.turn, row.state = state.through_seq, state.turn, data
+                    row.updated_at = utcnow()
+                    s.add(row)
+                return
+            except IntegrityError:
+                continue  # created concurrently: compare with it on the next pass
+
+    # --- turns --------------------------------------------------------------------------
+
+    def begin(self, session: AgentSession, current: SessionEvent) -> TurnContext:
+        """Resume the session and fold in ``current``; the turn's prompt and tools come next."""
+        started = time.perf_counter()
+        state = self.catch_up(session, current.seq)
+        view = _view(current)
+        prose = render_text(current.text, self.config.distill_chars).prose
+        query_state_items = hydrate(state, prose[:4000], self.config.hydrate_threshold)
+        folded = fold(
+            state,
+            view,
+            distill_chars=self.config.distill_chars,
+            hydrate_at=self.config.hydrate_threshold,
+        )
+        self._store(session, folded.cards)
+        return TurnContext(self, session, current, state, query_state_items, started, folded.cards)
+
+    def telemetry(self, session_id: int) -> list[ContextTelemetry]:
+        """The session's per-turn telemetry rows, oldest first."""
+        with self.db.session() as s:
+            return list(
+                s.exec(
+                    select(ContextTelemetry)
+                    .where(ContextTelemetry.session_id == session_id)
+                    .order_by(col(ContextTelemetry.event_seq))
+                ).all()
+            )
+
+    def record(self, session_id: int, event_seq: int, **fields: Any) -> None:
+        """Insert or update the telemetry row of one turn."""
+        with self.db.session() as s:
+            row = s.exec(
+                select(ContextTelemetry).where(
+                    ContextTelemetry.session_id == session_id,
+                    ContextTelemetry.event_seq == event_seq,
+                )
+            ).first() or ContextTelemetry(session_id=session_id, event_seq=event_seq)
+            for name, value in fields.items():
+                setattr(row, name, value)
+            s.add(row)
+
+
+class TurnContext:
+    """One turn of a session: its compiled prompt, and the state-graph and artifact tools."""
+
+    def __init__(
+        self,
+        engine: ContextEngine,
+        session: AgentSession,
+        current: SessionEvent,
+        state: SessionState,
+        hydrated: set[str],
+        started: float,
+        cards: Sequence[Card],
+    ) -> None:
+        self.engine = engine
+        self.session = session
+        self.current = current
+        self.state = state
+        self.hydrated = hydrated
+        self.retrieved = 0
+        # Resuming the session and folding in (distilling) the new message, then compiling.
+        self.prepare_ms = (time.perf_counter() - started) * 1000
+        self.compile_ms = 0.0
+        self._cards = tuple(cards)
+        # What the person wrote, pastes left out: the query for recall and for scoring.
+        self.query = current.text[:4000]
+        if self._cards and state.units:
+            self.query = state.units[-1].text.split("\n[artifact", 1)[0][:4000]
+
+    @property
+    def session_id(self) -> int:
+        """The session's id."""
+        return self.session.id or 0
+
+    def compile(
+        self,
+        *,
+        system: str,
+        tools: Sequence[ToolSpec] = (),
+        recalled: Sequence[Recalled] = (),
+        memos: Sequence[Memo] = (),
+    ) -> CompiledPrompt:
+        """The prompt for this turn, in the configured mode, with its telemetry recorded."""
+        config = self.engine.config
+        started = time.perf_counter()
+        if config.mode == "classic":
+            compiled = ClassicCompiler(self.engine.db, budget=config.budget).compile(
+                self.session_id,
+                self.current,
+                system=system,
+                tools_tokens=tools_tokens(tools),
+                recalled=recalled,
+            )
+        else:
+            compiled = compile_prompt(
+                self.state,
+                system=system,
+                tools_tokens=tools_tokens(tools),
+                query=self.query,
+                hydrated=self.hydrated,
+                recalled=recalled,
+                memos=memos,
+                config=config,
+            )
+        self.compile_ms = (time.perf_counter() - started) * 1000
+        self.engine.record(
+            self.session_id,
+            self.current.seq,
+            mode=config.mode,
+            level=compiled.level,
+            pressure=compiled.pressure,
+            budget=config.budget,
+            prompt_tokens=compiled.prompt_tokens,
+            bands={
+                **compiled.tokens,
+                "events": list(compiled.events),
+                "prepare_ms": round(self.prepare_ms, 3),
+            },
+            memories_recalled=len(recalled if config.mode == "classic" else compiled.memory_ids),
+            memos_shown=len(compiled.memo_ids),
+            hydrated=len(compiled.hydrated),
+            artifacts_created=len(self._cards),
+            compile_ms=round(self.compile_ms, 3),
+        )
+        return compiled
+
+    def finish(self) -> None:
+        """Record what the turn did after the prompt (artifacts retrieved)."""
+        if self.retrieved:
+            self.engine.record(
+                self.session_id, self.current.seq, artifacts_retrieved=self.retrieved
+            )
+
+    # --- tools ---------------------------------------------------------------------------
+
+    def add_item(self, kind: str, text: str, rationale: str = "") -> Item:
+        """Add a constraint, decision, task or note to the state graph (InvalidInput if bad)."""
+        if kind not in ITEM_KINDS:
+            raise InvalidInput(f"unknown item kind {kind!r}; use one of {', '.join(ITEM_KINDS)}")
+        text = " ".join(text.split())
+        if not text or len(text) > 1000:
+            raise InvalidInput("an item needs a text of 1 to 1000 characters")
+        return self.state.add_item(
+            kind, text, rationale=rationale[:1000], source="tool", turn=self.state.turn
+        )
+
+    def update_item(
+        self,
+        item_id: str,
+        *,
+        status: str | None = None,
+        text: str | None = None,
+        rationale: str | None = None,
+    ) -> Item:
+        """Change an item's status (open, done, dropped), text or rationale.
+
+        Raises NotFound for an unknown id, InvalidInput for a bad status or text; a constraint
+        or decision can be dropped only by saying so explicitly, never by leaving it out.
+        """
+        item = self.state.items.get(item_id.strip().upper())
+        if item is None:
+            raise NotFound(f"no item {item_id!r} in this thread's state")
+        if status is not None:
+            if status not in {"open", "done", "dropped"}:
+                raise InvalidInput("status must be open, done or dropped")
+            item.status = status
+        if text is not None:
+            if not text.strip() or len(text) > 1000:
+                raise InvalidInput("an item needs a text of 1 to 1000 characters")
+            item.text = " ".join(text.split())
+        if rationale is not None:
+            item.rationale = rationale[:1000]
+        item.touched_turn = self.state.turn
+        return item
+
+    def retrieve_artifact(self, ref: str, *, offset: int = 0, limit: int = 8000) -> dict[str, Any]:
+        """A slice of an artifact of this thread: text, kind, offset, total and next offset.
+
+        Raises NotFound when the thread has no such artifact.
+        """
+        content, kind = self.engine.artifacts.get(
+            self.session.tenant_id, ref, session_id=self.session_id
+        )
+        offset = max(0, offset)
+        limit = max(1, min(limit, RETRIEVE_MAX_CHARS))
+        chunk = content[offset : offset + limit]
+        end = offset + len(chunk)
+        self.retrieved += 1
+        return {
+            "artifact": ref,
+            "kind": kind,
+            "offset": offset,
+            "total_chars": len(content),
+            "next_offset": end if end < len(content) else None,
+            "text": chunk,
+        }

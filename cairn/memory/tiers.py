@@ -1,0 +1,154 @@
+"""Tiers and garbage collection: memories move hot -> warm -> cold by rule, never silently vanish.
+
+A memory's standing is its decay score: recency of creation or last recall (half-life
+CAIRN_MEMORY_HALF_LIFE_DAYS), lifted by how often it was recalled and how useful and valid
+people found it. Rotation puts it in the tier its score earns, then enforces the per-tenant
+budgets of hot and warm memories by demoting the lowest scores. Collection retracts (tombstones)
+cold memories nobody confirmed or recalled for CAIRN_MEMORY_PRUNE_AFTER_DAYS; nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import update
+from sqlmodel import col, select
+
+from cairn.db import Database
+from cairn.db.models import MemoryOutbox, MemoryRow, utcnow
+from cairn.errors import InvalidInput
+from cairn.memory.ranking import decay
+
+__all__ = ["TierPolicy", "TierReport", "collect_garbage", "rotate_tiers", "standing_score"]
+
+TIERS = ("hot", "warm", "cold")
+
+
+@dataclass(frozen=True, slots=True)
+class TierPolicy:
+    """Thresholds and budgets of tier rotation (from the CAIRN_MEMORY_* settings)."""
+
+    half_life_days: float = 30.0
+    warm_below: float = 0.5
+    cold_below: float = 0.1
+    hot_budget: int = 2000
+    warm_budget: int = 20000
+    prune_after_days: float = 365.0
+
+
+@dataclass(frozen=True, slots=True)
+class TierReport:
+    """What one rotation or collection did, per tier."""
+
+    moved: dict[str, int]
+    pruned: int
+    counts: dict[str, int]
+
+
+def standing_score(row: MemoryRow, now: datetime, half_life_days: float) -> float:
+    """Decay of the last touch, lifted by recalls, usefulness and validity (0 .. ~3)."""
+    touched = max(_aware(row.created_at), _aware(row.last_recalled_at or row.created_at))
+    lift = 1.0 + 0.25 * math.log1p(row.recall_count)
+    lift *= 1.0 + 0.25 * math.tanh(max(0.0, row.usefulness) + max(0.0, row.validity))
+    return decay(touched, now, half_life_days) * lift
+
+
+def rotate_tiers(
+    db: Database, tenant: str, policy: TierPolicy, *, now: datetime | None = None
+) -> TierReport:
+    """Move the live memories of ``tenant`` to the tier their score and the budgets allow.
+
+    Raises InvalidInput when ``tenant`` is empty: rotation is always scoped to one tenant.
+    """
+    if not tenant:
+        raise InvalidInput("tier rotation needs a tenant")
+    now = now or utcnow()
+    moved = dict.fromkeys(TIERS, 0)
+    with db.session() as s:
+        rows = s.exec(
+            select(MemoryRow).where(
+                MemoryRow.tenant_id == tenant, col(MemoryRow.retracted).is_(False)
+            )
+        ).all()
+        scored = sorted(
+            ((standing_score(r, now, policy.half_life_days), r) for r in rows),
+            key=lambda pair: (-pair[0], -(pair[1].id or 0)),
+        )
+        wanted: dict[int, str] = {}
+        hot = warm = 0
+        for score, row in scored:
+            tier = "hot" if score >= policy.warm_below else "warm"
+            if score < policy.cold_below:
+                tier = "cold"
+            if tier == "hot" and hot >= policy.hot_budget:
+                tier = "warm"
+            if tier == "warm" and warm >= policy.warm_budget:
+                tier = "cold"
+            hot += tier == "hot"
+            warm += tier == "warm"
+            wanted[row.id or 0] = tier
+        for row in rows:
+            tier = wanted[row.id or 0]
+            if row.tier != tier:
+                moved[tier] += 1
+                s.exec(update(MemoryRow).where(col(MemoryRow.id) == row.id).values(tier=tier))
+        counts = dict.fromkeys(TIERS, 0)
+        for tier in wanted.values():
+            counts[tier] += 1
+    return TierReport(moved=moved, pruned=0, counts=counts)
+
+
+def collect_garbage(
+    db: Database,
+    tenant: str,
+    policy: TierPolicy,
+    *,
+    now: datetime | None = None,
+    dry_run: bool = False,
+) -> TierReport:
+    """Rotate tiers, then tombstone stale cold memories of ``tenant``.
+
+    A memory is pruned only when it is cold, unconfirmed, has no usefulness, and was neither
+    created nor recalled within CAIRN_MEMORY_PRUNE_AFTER_DAYS. Pruning is a retraction with the
+    reason recorded (kept for audit), never a delete. ``dry_run`` reports without changing.
+    """
+    now = now or utcnow()
+    report = rotate_tiers(db, tenant, policy, now=now) if not dry_run else None
+    cutoff = now - timedelta(days=policy.prune_after_days)
+    with db.session() as s:
+        stale = [
+            r
+            for r in s.exec(
+                select(MemoryRow).where(
+                    MemoryRow.tenant_id == tenant,
+                    col(MemoryRow.retracted).is_(False),
+                    col(MemoryRow.confirmed).is_(False),
+                    col(MemoryRow.usefulness) <= 0,
+                )
+            ).all()
+            if _aware(r.last_recalled_at or r.created_at) < cutoff
+            and _aware(r.created_at) < cutoff
+            and (r.tier == "cold" or dry_run)
+        ]
+        if not dry_run:
+            for row in stale:
+                row.retracted = True
+                row.retracted_at = now
+                row.retracted_by = "gc"
+                row.retraction_reason = (
+                    f"gc: cold and untouched for {policy.prune_after_days:g} days"
+                )
+                row.updated_at = now
+                s.add(row)
+                s.add(MemoryOutbox(memory_id=row.id or 0, op="delete"))
+    if report is None:
+        return TierReport(moved=dict.fromkeys(TIERS, 0), pruned=len(stale), counts={})
+    return TierReport(moved=report.moved, pruned=len(stale), counts=report.counts)
+
+
+def _aware(value: datetime) -> datetime:
+    from datetime import UTC
+
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

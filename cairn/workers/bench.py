@@ -1,0 +1,250 @@
+"""``cairn bench pipeline``: throughput, latency and ordering of the message path.
+
+Drives generated messages through the real frontend path (Pipeline.accept: validation, dedupe,
+the durable event log, the queue) to real workers: once in-process (the default) and once
+through Redis and ``cairn worker`` processes. The model is the offline one, which answers at
+once, so the figures are Cairn's own overhead. Latency is from the event's row being written
+to its reply's row being written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+import redis
+from sqlmodel import col, select
+
+from cairn.bot.events import ChatEvent
+from cairn.bot.pipeline import Pipeline
+from cairn.config import Settings, load_settings
+from cairn.db.models import EventKind, EventStatus, OutboundMessage, SessionEvent
+from cairn.errors import CairnError
+from cairn.workers.app import configure_celery
+
+__all__ = ["PipelineFigures", "bench_pipeline", "run_mode"]
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineFigures:
+    """What one mode measured."""
+
+    messages: int
+    messages_per_s: float
+    latency_ms: dict[str, float]
+    order_violations: int
+    lost: int
+    duplicated: int
+
+
+def _percentile(values: list[float], share: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def _wait_ready(
+    settings: Settings, procs: list[subprocess.Popen[bytes]], logs: list[Path], timeout: float = 90
+) -> None:
+    """Wait until every worker answers a Celery ping."""
+    control = configure_celery(settings).control
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for proc, log in zip(procs, logs, strict=True):
+            if proc.poll() is not None:
+                raise CairnError(f"a bench worker exited early:\n{log.read_text()[-2000:]}")
+        if len(control.ping(timeout=1.0) or []) >= len(procs):
+            return
+    raise CairnError(f"bench workers did not start:\n{logs[-1].read_text()[-2000:]}")
+
+
+def run_mode(
+    *,
+    threads: int,
+    messages: int,
+    workers: int,
+    broker_url: str | None,
+    home: Path,
+    timeout: float = 600.0,
+) -> PipelineFigures:
+    """Send ``threads`` x ``messages`` messages and measure how they came back."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "ANTHROPIC_"))} | {
+        "CAIRN_HOME": str(home),
+        "CAIRN_LLM": "offline",
+        "CAIRN_LOG_LEVEL": "ERROR",
+    }
+    if broker_url:
+        env["CAIRN_BROKER_URL"] = broker_url
+    overrides = {k: v for k, v in env.items() if k.startswith("CAIRN_")}
+    settings = load_settings(**overrides)
+    procs: list[subprocess.Popen[bytes]] = []
+    logs: list[Path] = []
+    pipeline = Pipeline.open(settings)
+    try:
+        for n in range(workers if broker_url else 0):
+            logs.append(home / f"worker-{n}.log")
+            with logs[-1].open("w") as out:
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "cairn", "worker", "-c", "4", "-l", "WARNING"],
+                        env=env,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
+        if procs:
+            _wait_ready(settings, procs, logs)
+        total = threads * messages
+        for m in range(messages):
+            for t in range(threads):
+                pipeline.accept(
+                    ChatEvent(
+                        platform="bench",
+                        tenant="bench",
+                        channel="bench",
+                        thread=f"t{t}",
+                        user="bench",
+                        text=f"hello {m}",
+                        event_id=uuid.uuid4().hex,
+                    )
+                )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and _pending(pipeline) > 0:
+            time.sleep(0.1)
+        return _figures(pipeline, total)
+    finally:
+        for proc in procs:
+            os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        pipeline.close()
+
+
+def _pending(pipeline: Pipeline) -> int:
+    with pipeline.rt.db.session() as s:
+        return len(
+            s.exec(select(SessionEvent.id).where(SessionEvent.status == EventStatus.PENDING)).all()
+        )
+
+
+def _figures(pipeline: Pipeline, total: int) -> PipelineFigures:
+    with pipeline.rt.db.session() as s:
+        inbound = s.exec(
+            select(SessionEvent)
+            .where(SessionEvent.kind == EventKind.MESSAGE)
+            .order_by(col(SessionEvent.session_id), col(SessionEvent.seq))
+        ).all()
+        replies = s.exec(
+            select(OutboundMessage)
+            .where(col(OutboundMessage.kind).in_(["reply", "error"]))
+            .order_by(col(OutboundMessage.id))
+        ).all()
+    by_cause: dict[int, list[OutboundMessage]] = {}
+    for reply in replies:
+        by_cause.setdefault(reply.cause_event_id, []).append(reply)
+    latencies: list[float] = []
+    violations = lost = duplicated = 0
+    last_reply: dict[int, int] = {}
+    for event in inbound:
+        answers = by_cause.get(event.id or 0, [])
+        if not answers:
+            lost += 1
+            continue
+        duplicated += len(answers) - 1
+        first = answers[0]
+        latencies.append((first.created_at - event.created_at).total_seconds() * 1000)
+        # Within a thread, replies must come in the order the messages arrived.
+        if (first.id or 0) < last_reply.get(event.session_id, -1):
+            violations += 1
+        last_reply[event.session_id] = first.id or 0
+    start = min((e.created_at for e in inbound), default=None)
+    end = max((r.created_at for r in replies), default=None)
+    seconds = (end - start).total_seconds() if start and end else 0.0
+    return PipelineFigures(
+        messages=total,
+        messages_per_s=round(len(latencies) / seconds, 1) if seconds > 0 else 0.0,
+        latency_ms={
+            "p50": round(_percentile(latencies, 0.50), 1),
+            "p95": round(_percentile(latencies, 0.95), 1),
+            "p99": round(_percentile(latencies, 0.99), 1),
+        },
+        order_violations=violations,
+        lost=lost,
+        duplicated=duplicated,
+    )
+
+
+def bench_pipeline(threads: int, messages: int, workers: int, redis_url: str) -> dict[str, Any]:
+    """Both modes, side by side, each on a fresh CAIRN_HOME (SQLite) and a flushed Redis DB."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.flushdb()
+    except redis.RedisError as exc:
+        raise CairnError(f"cannot use Redis at {redis_url} for the benchmark: {exc}") from exc
+    results: dict[str, Any] = {}
+    for mode, broker in (("redis", redis_url), ("inprocess", None)):
+        with tempfile.TemporaryDirectory(prefix=f"cairn-bench-{mode}-") as home:
+            figures = run_mode(
+                threads=threads,
+                messages=messages,
+                workers=workers,
+                broker_url=broker,
+                home=Path(home),
+            )
+            results[mode] = asdict(figures)
+    client.flushdb()
+    return results
+
+
+@click.command("pipeline")
+@click.option("--threads", default=200, show_default=True, help="Chat threads (sessions).")
+@click.option("--messages", default=10, show_default=True, help="Messages per thread.")
+@click.option("--workers", default=2, show_default=True, help="`cairn worker` processes.")
+@click.option(
+    "--redis-url",
+    default="redis://127.0.0.1:6379/14",
+    show_default=True,
+    help="Redis for the broker; its database is FLUSHED before and after.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def pipeline_command(
+    threads: int, messages: int, workers: int, redis_url: str, as_json: bool
+) -> None:
+    """Measure the message path: Redis + Celery workers, and the in-process default.
+
+    \b
+    Prints throughput (messages/s), latency p50/p95/p99 from event to reply (the offline
+    model answers at once, so this is Cairn's overhead), per-thread order violations, lost
+    and duplicated replies. Example:
+      cairn bench pipeline --threads 50 --messages 4 --json
+    """
+    try:
+        results = bench_pipeline(threads, messages, workers, redis_url)
+    except CairnError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(results))
+        return
+    for mode, figures in results.items():
+        lat = figures["latency_ms"]
+        click.echo(
+            f"{mode:<10} {figures['messages']} messages  {figures['messages_per_s']:>7.1f} msg/s  "
+            f"latency p50 {lat['p50']:.1f} ms  p95 {lat['p95']:.1f} ms  p99 {lat['p99']:.1f} ms  "
+            f"order violations {figures['order_violations']}  lost {figures['lost']}  "
+            f"duplicated {figures['duplicated']}"
+        )

@@ -1,0 +1,103 @@
+"""Periodic upkeep: what celery beat (or, in-process, a ticker thread) runs on a schedule.
+
+- reconcile the vector index with the database (replay the memory outbox);
+- re-queue sessions whose pending events have waited too long (a worker died mid-turn, a
+  broker lost a message): the session lock and the event states make this harmless;
+- end sessions idle for longer than CAIRN_SESSION_IDLE, running the session-end hooks (learning
+  extraction) for each.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+
+from sqlalchemy import func
+from sqlmodel import col, select
+
+from cairn.db.models import AgentSession, EventStatus, SessionEvent, utcnow
+from cairn.runtime import Runtime
+
+__all__ = ["SESSION_END_HOOKS", "Ticker", "end_idle_sessions", "reconcile_index", "stale_sessions"]
+
+log = logging.getLogger(__name__)
+
+# Called with (runtime, session id) when a session ends; the memory package registers
+# learning extraction here.
+SESSION_END_HOOKS: list[Callable[[Runtime, int], object]] = []
+
+
+def reconcile_index(rt: Runtime) -> int:
+    """Replay pending vector-index work; returns how many entries were applied."""
+    return rt.memory.flush_outbox()
+
+
+def stale_sessions(rt: Runtime, *, older_than: float) -> list[int]:
+    """Sessions with a pending event older than ``older_than`` seconds."""
+    cutoff = utcnow() - timedelta(seconds=older_than)
+    with rt.db.session() as s:
+        rows = s.exec(
+            select(SessionEvent.session_id)
+            .where(SessionEvent.status == EventStatus.PENDING, SessionEvent.created_at < cutoff)
+            .group_by(col(SessionEvent.session_id))
+            .having(func.count() > 0)
+        ).all()
+    return sorted(rows)
+
+
+def end_idle_sessions(rt: Runtime, *, idle: float) -> list[int]:
+    """End open sessions without activity for ``idle`` seconds; returns their ids.
+
+    A hook that fails is logged and does not keep the session open; the next message in the
+    thread reopens it.
+    """
+    cutoff = utcnow() - timedelta(seconds=idle)
+    with rt.db.session() as s:
+        sessions = s.exec(
+            select(AgentSession).where(
+                AgentSession.status == "open", col(AgentSession.updated_at) < cutoff
+            )
+        ).all()
+        ended = []
+        for session in sessions:
+            session.status = "ended"
+            session.ended_at = utcnow()
+            s.add(session)
+            ended.append(session.id or 0)
+    for session_id in ended:
+        for hook in SESSION_END_HOOKS:
+            try:
+                hook(rt, session_id)
+            except Exception:
+                log.exception("session-end hook %s failed for session %s", hook, session_id)
+    return ended
+
+
+class Ticker:
+    """Runs ``jobs`` every ``interval`` seconds on a daemon thread (the in-process beat)."""
+
+    def __init__(self, jobs: list[Callable[[], object]], *, interval: float) -> None:
+        self._jobs = jobs
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cairn-beat", daemon=True)
+
+    def start(self) -> Ticker:
+        """Start ticking; returns self."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop after the current round."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            for job in self._jobs:
+                try:
+                    job()
+                except Exception:
+                    log.exception("periodic job %s failed", job)

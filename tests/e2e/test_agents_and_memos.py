@@ -1,0 +1,78 @@
+"""Several agents and the memos between them, end to end through ``cairn chat``.
+
+The issue's example: in thread A the ops agent learns that deploys are frozen and memos the
+review agent; in thread B, asked to merge and deploy, the review agent answers with the freeze.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.test_console_chat import _env, chat
+from tests.support.messages_server import MessagesServer, text_message, tool_use_message
+
+FREEZE = "deploys are frozen until Monday"
+
+
+def _declare_agents(home: Path) -> None:
+    """A cairn.toml in CAIRN_HOME declaring the two agents, as a deployment would."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "cairn.toml").write_text(
+        'cairn_agent = "ops"\n'
+        "[agents.ops]\n"
+        'description = "runs deploys"\n'
+        "[agents.review]\n"
+        'description = "reviews and merges pull requests"\n'
+        'instructions = "Check for deploy freezes before approving a merge."\n'
+    )
+
+
+def test_offline_ops_memos_review_and_review_answers_with_the_freeze(tmp_path: Path) -> None:
+    _declare_agents(tmp_path / "home")
+    env = _env(tmp_path / "home")
+    sent = chat(env, f"ops: tell review that {FREEZE}\n", "--thread", "a")
+    assert [o["agent"] for o in sent] == ["ops"]
+    assert sent[0]["text"].startswith("Memo sent to review.")
+
+    asked = chat(env, "review: can we merge and deploy PR 42?\n", "--thread", "b")
+    assert asked[0]["agent"] == "review"
+    assert FREEZE in asked[0]["text"]
+    # Shown once, the memo is read: the next prompt of review no longer carries it as unread.
+    again = chat(env, "review: anything new?\n", "--thread", "b")
+    assert FREEZE not in again[0]["text"]
+
+
+def test_an_agent_can_memo_another_through_the_anthropic_sdk(tmp_path: Path) -> None:
+    seen_contexts: list[str] = []
+
+    def model(request: dict[str, Any]) -> dict[str, Any]:
+        last = request["messages"][-1]["content"]
+        blocks = last if isinstance(last, list) else [{"type": "text", "text": last}]
+        if any(b.get("type") == "tool_result" for b in blocks):
+            return text_message("Done, review knows.")
+        system = request["system"]
+        context = system[-1]["text"] if len(system) > 1 else ""
+        seen_contexts.append(context)
+        text = " ".join(b.get("text", "") for b in blocks)
+        if "freeze" in text:
+            return tool_use_message("send_memo", {"to": "review", "text": FREEZE, "priority": 5})
+        if FREEZE in context:
+            return text_message(f"No: {FREEZE} (memo from ops).")
+        return text_message("Yes, go ahead.")
+
+    _declare_agents(tmp_path / "home")
+    with MessagesServer(api_key="k", responder=model) as server:
+        env = _env(tmp_path / "home", ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=server.base_url)
+        first = chat(env, "ops: there is a freeze, let review know\n", "--thread", "a")
+        second = chat(env, "review: can we merge and deploy PR 42?\n", "--thread", "b")
+        tools = {t["name"] for t in server.bodies[0]["tools"]}
+        prefixes = [b["system"][0]["text"] for b in server.bodies]
+    assert first[0]["text"] == "Done, review knows."
+    assert second[0]["text"] == f"No: {FREEZE} (memo from ops)."
+    assert {"send_memo", "ack_memo"} <= tools
+    memo_line = next(c for c in seen_contexts if FREEZE in c)
+    assert json.dumps(FREEZE) in memo_line  # quoted as data, not as an instruction
+    # The declared agent's instructions are part of its (cached) stable prefix.
+    assert any("Your instructions as review:\nCheck for deploy freezes" in p for p in prefixes)

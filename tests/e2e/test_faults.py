@@ -1,0 +1,265 @@
+"""Faults with real processes: a worker killed mid-turn, a broker that goes away and comes back.
+
+The chat goes through ``cairn chat`` and ``cairn worker`` subprocesses on a Redis server that
+the test starts for itself (so it can stop it), with the real anthropic SDK against the local
+Messages API server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from tests.e2e.test_console_chat import _env, _wait_ready, chat
+from tests.support.messages_server import MessagesServer, Reply, text_message
+
+CAIRN = [sys.executable, "-m", "cairn"]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class PrivateRedis:
+    """A Redis server of this test's own, so the test may stop and restart it."""
+
+    def __init__(self, folder: Path) -> None:
+        binary = shutil.which("redis-server") or str(Path(sys.executable).parent / "redis-server")
+        if not Path(binary).exists():
+            pytest.skip("no redis-server binary to start a private Redis")
+        self.binary, self.folder, self.port = binary, folder, _free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.folder),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if client.ping():
+                    return
+            except redis.RedisError:
+                time.sleep(0.1)
+        pytest.fail("private Redis did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=20)
+            self.proc = None
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    server = PrivateRedis(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+class Workers:
+    """``cairn worker`` processes, each in its own process group so it can be SIGKILLed."""
+
+    def __init__(self, env: dict[str, str], folder: Path) -> None:
+        self.env, self.folder = env, folder
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, *extra: str) -> subprocess.Popen[bytes]:
+        log = self.folder / f"worker-{len(self.procs)}.log"
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                [*CAIRN, "worker", "-c", "2", *extra],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.procs.append(proc)
+        _wait_ready(log, proc)
+        return proc
+
+    def kill(self, proc: subprocess.Popen[bytes]) -> None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+
+
+@pytest.fixture
+def workers_for(tmp_path: Path) -> Iterator[Any]:
+    made: list[Workers] = []
+
+    def make(env: dict[str, str]) -> Workers:
+        made.append(Workers(env, tmp_path))
+        return made[-1]
+
+    yield make
+    for w in made:
+        w.stop_all()
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_turn_loses_nothing_and_duplicates_nothing(
+    tmp_path: Path, private_redis: PrivateRedis, workers_for: Any
+) -> None:
+    calls: list[float] = []
+
+    def slow_first_call(request: dict[str, Any]) -> Reply:
+        calls.append(time.monotonic())
+        # The first call hangs long enough for the test to kill the worker making it.
+        return Reply(body=text_message("the answer"), delay=30.0 if len(calls) == 1 else 0.0)
+
+    with MessagesServer(api_key="k", responder=slow_first_call) as llm:
+        env = _env(
+            tmp_path / "home",
+            CAIRN_BROKER_URL=private_redis.url,
+            ANTHROPIC_API_KEY="k",
+            ANTHROPIC_BASE_URL=llm.base_url,
+            CAIRN_STALE_AFTER="2",
+            CAIRN_BEAT_INTERVAL="1",
+            CAIRN_LOCK_TTL="3",
+            CAIRN_LLM_TIMEOUT="60",
+            CAIRN_REPLY_TIMEOUT="90",
+        )
+        workers = workers_for(env)
+        doomed = workers.start()
+        talk = subprocess.Popen(
+            [*CAIRN, "chat", "--json"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert talk.stdin is not None
+        talk.stdin.write("how is the deploy going?\n")
+        talk.stdin.flush()  # communicate() below closes it once the line is read
+        deadline = time.monotonic() + 30
+        while not calls and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert calls, "the worker never called the model"
+        workers.kill(doomed)  # mid-turn: the model call is in flight
+        workers.start("--beat")  # a fresh worker; its beat re-queues the stuck session
+        out, err = talk.communicate(timeout=120)
+    replies = [line for line in out.splitlines() if '"type": "reply"' in line]
+    assert len(replies) == 1, (out, err)
+    assert "the answer" in replies[0]
+    assert len(calls) == 2
+    # Nothing is left pending, and the one message has exactly one reply in the outbox.
+    again = chat(env, "/quit\n")
+    assert again == []
+
+
+class Conversation:
+    """A running ``cairn chat --json``, fed line by line, its JSON output read as it comes."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [*CAIRN, "chat", "--json"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+        )
+        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(json.loads(line))
+
+    def say(self, text: str, *, expect: int) -> list[dict[str, Any]]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+        return [self.lines.get(timeout=90) for _ in range(expect)]
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+@pytest.mark.slow
+def test_a_broker_restart_loses_no_message(
+    tmp_path: Path, private_redis: PrivateRedis, workers_for: Any
+) -> None:
+    env = _env(
+        tmp_path / "home",
+        CAIRN_BROKER_URL=private_redis.url,
+        CAIRN_STALE_AFTER="1",
+        CAIRN_BEAT_INTERVAL="1",
+        CAIRN_REPLY_TIMEOUT="60",
+    )
+    workers = workers_for(env)
+    workers.start("--beat")
+    talk = Conversation(env)
+    try:
+        first = talk.say("remember the first fact is alpha", expect=2)
+        assert [o["type"] for o in first] == ["reply", "notice"]
+
+        private_redis.stop()
+        [refused] = talk.say("remember the second fact is beta", expect=1)
+        assert refused["type"] == "error"
+        assert "CAIRN_BROKER_URL" in refused["text"]
+
+        private_redis.start()
+        # The worker reconnects by itself; the message the broker missed is re-queued from the
+        # durable event log by the beat, and a new message is answered as usual.
+        third = talk.say("remember the third fact is gamma", expect=2)
+        assert third[1]["text"] == "remembered: the third fact is gamma"
+    finally:
+        talk.close()
+    deadline = time.monotonic() + 30
+    shown: list[dict[str, Any]] = []
+    while time.monotonic() < deadline and not shown:
+        shown = chat(env, "/quit\n")  # a new console shows what the old one missed
+        time.sleep(0.5)
+    assert "remembered: the second fact is beta" in [o["text"] for o in shown]

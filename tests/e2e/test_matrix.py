@@ -1,0 +1,746 @@
+"""Cairn in Matrix rooms, against a real Synapse homeserver on 127.0.0.1.
+
+Synapse (from PyPI, in its own virtualenv) runs for this module; each test registers its own
+bot account and people, runs Cairn's Matrix frontend the way ``cairn run`` does (a thread with
+a stop event, on the embedded default: SQLite, local Qdrant, offline model; the restart test
+runs ``cairn run`` itself) and talks to it through the plain client-server API, as any Matrix
+client would. One test puts a slow Anthropic stand-in behind it, to see it typing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+import pytest
+from sqlmodel import select
+
+from cairn.bot.matrix import ENCRYPTION_OFF_NOTICE, MatrixFrontend
+from cairn.bot.matrix.frontend import SYNC_FILTER
+from cairn.bot.pipeline import Pipeline
+from cairn.config import load_settings
+from cairn.db.models import AgentSession, MemoryRow, SessionEvent
+from cairn.errors import CairnError
+from tests.support.messages_server import MessagesServer, Reply, text_message
+from tests.support.synapse import Synapse, SynapseUnavailable, User, running_synapse
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+FACT = "deploys are frozen until Monday"
+OLD_CLIENT = "old client: no m.mentions"
+WAIT_SECONDS = 60.0
+SYNC_TIMELINE_LIMIT = int(SYNC_FILTER["room"]["timeline"]["limit"])
+T = TypeVar("T")
+
+
+@pytest.fixture(scope="module")
+def synapse() -> Iterator[Synapse]:
+    """One homeserver for the module, stopped (and its data deleted) when the module ends."""
+    try:
+        with running_synapse() as server:
+            yield server
+            return
+    except SynapseUnavailable as exc:
+        reason = str(exc)
+    # As the other service fixtures do: skip, unless CI demands the real thing.
+    if os.environ.get("CAIRN_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"Synapse unavailable: {reason} [CAIRN_REQUIRE_SERVICES=1]", pytrace=False)
+    pytest.skip(f"Synapse unavailable: {reason}")
+
+
+# --------------------------------------------------------------------------------------------
+# A person with a Matrix client: the plain client-server API over HTTP.
+
+
+@dataclass
+class Person:
+    """Someone in the rooms, with an account on the homeserver."""
+
+    synapse: Synapse
+    user: User
+    http: httpx.Client = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.http = httpx.Client(
+            base_url=f"{self.synapse.base_url}/_matrix/client/v3",
+            headers={"Authorization": f"Bearer {self.user.access_token}"},
+            timeout=30,
+        )
+
+    @property
+    def id(self) -> str:
+        return self.user.user_id
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        response = self.http.request(method, path, json=body)
+        assert response.status_code == 200, f"{method} {path}: {response.text}"
+        return response.json()
+
+    def create_room(self, *, invite: tuple[str, ...] = (), encrypted: bool = False) -> str:
+        body: dict[str, Any] = {"preset": "private_chat", "invite": list(invite)}
+        if encrypted:
+            body["initial_state"] = [
+                {
+                    "type": "m.room.encryption",
+                    "state_key": "",
+                    "content": {"algorithm": "m.megolm.v1.aes-sha2"},
+                }
+            ]
+        return str(self.call("POST", "/createRoom", body)["room_id"])
+
+    def invite(self, room: str, user_id: str) -> None:
+        self.call("POST", f"/rooms/{quote(room)}/invite", {"user_id": user_id})
+
+    def send(
+        self,
+        room: str,
+        body: str,
+        *,
+        mention: str | None = None,
+        thread: str | None = None,
+        content: dict[str, Any] | None = None,
+    ) -> str:
+        """Send a text message; ``mention`` puts that user into ``m.mentions``.
+
+        ``mention=OLD_CLIENT`` sends no ``m.mentions`` at all, as clients before it did.
+        """
+        message: dict[str, Any] = {"msgtype": "m.text", "body": body}
+        if mention != OLD_CLIENT:
+            message["m.mentions"] = {"user_ids": [mention]} if mention else {}
+        if thread:
+            message["m.relates_to"] = {
+                "rel_type": "m.thread",
+                "event_id": thread,
+                "is_falling_back": True,
+                "m.in_reply_to": {"event_id": thread},
+            }
+        message.update(content or {})
+        return self._put(room, "m.room.message", message)
+
+    def react(self, room: str, target: str, key: str) -> str:
+        content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": target, "key": key}}
+        return self._put(room, "m.reaction", content)
+
+    def redact(self, room: str, event_id: str) -> str:
+        path = f"/rooms/{quote(room)}/redact/{quote(event_id)}/{uuid.uuid4().hex}"
+        return str(self.call("PUT", path, {})["event_id"])
+
+    def kick(self, room: str, user_id: str) -> None:
+        self.call("POST", f"/rooms/{quote(room)}/kick", {"user_id": user_id})
+
+    def membership(self, room: str, user_id: str) -> str | None:
+        path = f"/rooms/{quote(room)}/state/m.room.member/{quote(user_id)}"
+        response = self.http.get(path)
+        return str(response.json()["membership"]) if response.status_code == 200 else None
+
+    def timeline(self, room: str) -> list[dict[str, Any]]:
+        """The room's latest events, oldest first."""
+        answer = self.call("GET", f"/rooms/{quote(room)}/messages?dir=b&limit=200")
+        return list(reversed(answer["chunk"]))
+
+    def _put(self, room: str, event_type: str, content: dict[str, Any]) -> str:
+        path = f"/rooms/{quote(room)}/send/{event_type}/{uuid.uuid4().hex}"
+        return str(self.call("PUT", path, content)["event_id"])
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = WAIT_SECONDS) -> T:
+    """Poll ``probe`` until it returns something truthy; fail naming ``what`` otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.2)
+
+
+def bot_messages(person: Person, room: str, bot: str) -> list[dict[str, Any]]:
+    """The bot's messages in ``room``, oldest first."""
+    return [
+        e
+        for e in person.timeline(room)
+        if e["type"] == "m.room.message" and e["sender"] == bot and e.get("content")
+    ]
+
+
+def in_thread(event: dict[str, Any], root: str) -> bool:
+    relation = event["content"].get("m.relates_to") or {}
+    return relation.get("rel_type") == "m.thread" and relation.get("event_id") == root
+
+
+def answers_to(person: Person, room: str, bot: str, root: str) -> list[dict[str, Any]]:
+    return [e for e in bot_messages(person, room, bot) if in_thread(e, root)]
+
+
+# --------------------------------------------------------------------------------------------
+# Cairn's Matrix frontend, run as `cairn run` runs it.
+
+
+class Cairn:
+    """The bot process: a pipeline and the Matrix frontend in a thread; restartable."""
+
+    def __init__(self, synapse: Synapse, account: User, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.account = account
+        monkeypatch.setenv("MATRIX_HOMESERVER", synapse.base_url)
+        monkeypatch.setenv("MATRIX_USER_ID", account.user_id)
+        monkeypatch.setenv("MATRIX_PASSWORD", account.password)
+        monkeypatch.setenv("CAIRN_REPLY_TIMEOUT", "60")
+        self.pipeline: Pipeline | None = None
+        self.frontend: MatrixFrontend | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.errors: list[BaseException] = []
+
+    @property
+    def id(self) -> str:
+        return self.account.user_id
+
+    def start(self) -> None:
+        settings = load_settings()
+        self.pipeline = Pipeline.open(settings)
+        self.frontend = MatrixFrontend(self.pipeline, settings)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="matrix-under-test", daemon=True)
+        self._thread.start()
+        frontend = self.frontend
+        wait_for("the frontend's first sync", lambda: frontend.healthy())
+
+    def _run(self) -> None:
+        assert self.frontend is not None
+        try:
+            self.frontend.run(self._stop)
+        except BaseException as exc:
+            self.errors.append(exc)
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=60)
+            assert not self._thread.is_alive(), "the Matrix frontend did not stop"
+            self._thread = None
+        if self.pipeline is not None:
+            self.pipeline.close()
+            self.pipeline = None
+        assert not self.errors, self.errors
+
+    def db_rows(self, model: type[T], *where: Any) -> list[T]:
+        assert self.pipeline is not None
+        with self.pipeline.rt.db.session() as s:
+            return list(s.exec(select(model).where(*where)).all())  # type: ignore[call-overload]
+
+
+def settings_home() -> Path:
+    return Path(os.environ["CAIRN_HOME"])
+
+
+@contextlib.contextmanager
+def cairn_run(log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``cairn run`` as a child process with this test's environment; SIGTERM at the end."""
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cairn", "run"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ),
+        )
+        try:
+            yield process
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                code = process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                code = None
+    assert code == 0, f"cairn run exited with {code}: {log_path.read_text()[-3000:]}"
+
+
+@pytest.fixture
+def people(synapse: Synapse) -> Callable[[str], Person]:
+    def make(name: str) -> Person:
+        return Person(synapse, synapse.register(f"{name}-{secrets.token_hex(3)}"))
+
+    return make
+
+
+@pytest.fixture
+def cairn(synapse: Synapse, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cairn]:
+    bot = Cairn(synapse, synapse.register(f"cairn-{secrets.token_hex(3)}"), monkeypatch)
+    try:
+        yield bot
+    finally:
+        bot.stop()
+
+
+def joined(person: Person, room: str, user_id: str) -> bool:
+    return person.membership(room, user_id) == "join"
+
+
+def room_with_bot(alice: Person, cairn: Cairn) -> str:
+    room = alice.create_room(invite=(cairn.id,))
+    wait_for("the bot to join", lambda: joined(alice, room, cairn.id))
+    return room
+
+
+# --------------------------------------------------------------------------------------------
+# The scenarios
+
+
+def test_an_invite_from_the_bots_homeserver_is_accepted(
+    cairn: Cairn, people: Callable[[str], Person]
+) -> None:
+    cairn.start()
+    alice = people("alice")
+    room = alice.create_room(invite=(cairn.id,))
+    wait_for("the bot to join", lambda: joined(alice, room, cairn.id))
+
+
+def test_an_invite_from_a_user_not_allowed_is_declined(
+    cairn: Cairn, people: Callable[[str], Person], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice, mallory = people("alice"), people("mallory")
+    monkeypatch.setenv("CAIRN_MATRIX_ALLOWED_INVITERS", alice.id)
+    cairn.start()
+    refused = mallory.create_room(invite=(cairn.id,))
+    accepted = alice.create_room(invite=(cairn.id,))
+    wait_for("the allowed invite to be accepted", lambda: joined(alice, accepted, cairn.id))
+    wait_for(
+        "the other invite to be declined",
+        lambda: mallory.membership(refused, cairn.id) == "leave",
+    )
+
+
+def test_a_mention_gets_one_reply_in_a_thread_on_it_and_a_follow_up_continues_the_session(
+    cairn: Cairn, people: Callable[[str], Person]
+) -> None:
+    cairn.start()
+    alice = people("alice")
+    room = room_with_bot(alice, cairn)
+    alice.send(room, "just chatting, not for the bot")
+    mention = alice.send(room, f"cairn: remember {FACT}", mention=cairn.id)
+
+    notice = wait_for(
+        "the remembered notice",
+        lambda: [
+            e
+            for e in answers_to(alice, room, cairn.id, mention)
+            if e["content"]["body"] == f"remembered: {FACT}"
+        ],
+    )[0]
+    answers = answers_to(alice, room, cairn.id, mention)
+    assert [e["content"]["msgtype"] for e in answers] == ["m.text", "m.notice"]
+    relation = notice["content"]["m.relates_to"]
+    assert relation["is_falling_back"] is True
+    assert relation["m.in_reply_to"]["event_id"] == mention
+    assert answers[0]["content"]["m.mentions"] == {"user_ids": [alice.id]}
+
+    follow_up = alice.send(room, "what do you know about deploys?", thread=mention)
+    wait_for(
+        "the answer in the thread",
+        lambda: [
+            e
+            for e in answers_to(alice, room, cairn.id, mention)
+            if FACT in e["content"]["body"] and e["content"]["msgtype"] == "m.text"
+        ],
+    )
+    sessions = cairn.db_rows(AgentSession, AgentSession.channel == room)
+    assert [s.thread_ref for s in sessions] == [mention]
+    messages = cairn.db_rows(SessionEvent, SessionEvent.session_id == sessions[0].id)
+    asked = [e.event_ref for e in messages if e.kind == "message"]
+    assert asked == [mention, follow_up]
+    # Only the mention and its thread were taken in; the chatter was not.
+    assert len(cairn.db_rows(SessionEvent, SessionEvent.kind == "message")) == 2
+    time.sleep(1.5)
+    assert len(answers_to(alice, room, cairn.id, mention)) == 3  # one reply per message, + notice
+
+
+def test_a_memory_from_one_room_is_recalled_in_another_room_of_the_homeserver(
+    cairn: Cairn, people: Callable[[str], Person]
+) -> None:
+    cairn.start()
+    alice, bob = people("alice"), people("bob")
+    first = room_with_bot(alice, cairn)
+    second = room_with_bot(bob, cairn)
+    mention = alice.send(first, f"remember {FACT}", mention=cairn.id)
+    wait_for(
+        "the remembered notice",
+        lambda: [
+            e
+            for e in answers_to(alice, first, cairn.id, mention)
+            if "remembered" in e["content"]["body"]
+        ],
+    )
+    question = bob.send(second, "Are deploys frozen?", mention=cairn.id)
+    answer = wait_for(
+        "the answer in the other room",
+        lambda: answers_to(bob, second, cairn.id, question),
+    )[0]
+    assert FACT in answer["content"]["body"]
+    assert {s.tenant_id for s in cairn.db_rows(AgentSession)} == {"matrix:localhost"}
+
+
+def test_a_reaction_on_the_remembered_notice_confirms_it_and_its_redaction_undoes_it(
+    cairn: Cairn, people: Callable[[str], Person]
+) -> None:
+    cairn.start()
+    alice = people("alice")
+    room = room_with_bot(alice, cairn)
+    mention = alice.send(room, f"remember {FACT}", mention=cairn.id)
+    notice = wait_for(
+        "the remembered notice",
+        lambda: [
+            e
+            for e in answers_to(alice, room, cairn.id, mention)
+            if e["content"]["msgtype"] == "m.notice"
+        ],
+    )[0]
+
+    def memory() -> MemoryRow:
+        (row,) = cairn.db_rows(MemoryRow, MemoryRow.text == FACT)
+        return row
+
+    assert not memory().confirmed
+    reaction = alice.react(room, notice["event_id"], "✅")
+    wait_for("the memory to be confirmed", lambda: memory().confirmed)
+    assert memory().validity > 0
+
+    alice.redact(room, reaction)
+    wait_for("the confirmation to be undone", lambda: not memory().confirmed)
+    assert memory().validity <= 0
+    # The acknowledgements stay out of the room: only the reply and the notice are there.
+    time.sleep(1)
+    assert len(bot_messages(alice, room, cairn.id)) == 2
+
+
+def test_after_a_restart_nothing_is_replayed_and_a_message_sent_while_down_is_answered_once(
+    cairn: Cairn, people: Callable[[str], Person], tmp_path: Path
+) -> None:
+    # Cairn as an operator runs it: `cairn run`, stopped with SIGTERM and started again.
+    alice = people("alice")
+    with cairn_run(tmp_path / "first.log"):
+        room = room_with_bot(alice, cairn)
+        before = alice.send(room, "what do you know?", mention=cairn.id)
+        wait_for("the first answer", lambda: answers_to(alice, room, cairn.id, before))
+    state = json.loads((settings_home() / "matrix" / "state.json").read_text())
+
+    while_down = alice.send(room, f"remember {FACT}", mention=cairn.id)
+    with cairn_run(tmp_path / "second.log"):
+        wait_for(
+            "the answer to the message sent while down",
+            lambda: [
+                e
+                for e in answers_to(alice, room, cairn.id, while_down)
+                if e["content"]["msgtype"] == "m.notice"
+            ],
+        )
+        time.sleep(3)  # time for any replay to show up
+    assert len(answers_to(alice, room, cairn.id, before)) == 1
+    assert [e["content"]["msgtype"] for e in answers_to(alice, room, cairn.id, while_down)] == [
+        "m.text",
+        "m.notice",
+    ]
+    after = json.loads((settings_home() / "matrix" / "state.json").read_text())
+    assert after["device_id"] == state["device_id"]  # the same device: no second login
+    assert after["since"] != state["since"]
+
+
+def test_an_encrypted_room_gets_one_clear_message_that_encryption_is_off(
+    cairn: Cairn, people: Callable[[str], Person]
+) -> None:
+    cairn.start()
+    alice = people("alice")
+    room = alice.create_room(invite=(cairn.id,), encrypted=True)
+    wait_for("the bot to join", lambda: joined(alice, room, cairn.id))
+    wait_for(
+        "the encryption notice",
+        lambda: [
+            e
+            for e in bot_messages(alice, room, cairn.id)
+            if e["content"]["body"] == ENCRYPTION_OFF_NOTICE
+        ],
+    )
+    cairn.stop()
+    cairn.start()
+    alice.send(room, "hello")  # wakes a sync with the room in it
+    time.sleep(2)
+    assert len(bot_messages(alice, room, cairn.id)) == 1
+
+
+def test_a_long_markdown_answer_comes_in_parts_while_the_bot_shows_it_is_typing(
+    cairn: Cairn, people: Callable[[str], Person], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steps = [f"**Step {i}**: " + "check the runbook and the dashboards. " * 12 for i in range(60)]
+    long_answer = "\n\n".join(steps)
+    assert len(long_answer.encode()) > 2 * 12_000
+
+    def slow_model(request: dict[str, Any]) -> Reply:
+        return Reply(body=text_message(long_answer), delay=4.0)
+
+    with MessagesServer(api_key="sk-test", responder=slow_model) as model:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.base_url)
+        cairn.start()
+        alice = people("alice")
+        room = room_with_bot(alice, cairn)
+        since = [alice.call("GET", "/sync?timeout=0")["next_batch"]]
+        question = alice.send(room, "how do I roll back?", mention=cairn.id)
+
+        wait_for(
+            "the bot to be typing", lambda: cairn.id in (typing_users(alice, room, since) or ())
+        )
+        parts = wait_for(
+            "the whole answer",
+            lambda: (
+                (found := answers_to(alice, room, cairn.id, question))
+                and "Step 59" in found[-1]["content"]["body"]
+                and found
+            ),
+        )
+    assert len(parts) >= 3
+    assert all(len(p["content"]["body"].encode()) <= 12_000 for p in parts)
+    assert all(p["content"]["format"] == "org.matrix.custom.html" for p in parts)
+    assert "<strong>Step 0</strong>" in parts[0]["content"]["formatted_body"]
+    joined_text = " ".join(p["content"]["body"] for p in parts)
+    assert joined_text.split() == long_answer.split()
+    assert [p["content"]["m.relates_to"]["event_id"] for p in parts] == [question] * len(parts)
+
+
+def typing_users(person: Person, room: str, since: list[str]) -> set[str] | None:
+    """Who types in ``room`` per the next sync after ``since[0]`` (advanced); None: no news."""
+    answer = person.call("GET", f"/sync?timeout=1000&since={quote(since[0])}")
+    since[0] = answer["next_batch"]
+    ephemeral = answer.get("rooms", {}).get("join", {}).get(room, {}).get("ephemeral", {})
+    for event in ephemeral.get("events", []):
+        if event["type"] == "m.typing":
+            return set(event["content"]["user_ids"])
+    return None
+
+
+def test_a_bot_removed_from_a_room_leaves_it_cleanly(
+    cairn: Cairn, people: Callable[[str], Person]
+) -> None:
+    cairn.start()
+    alice = people("alice")
+    room = room_with_bot(alice, cairn)
+    kept = room_with_bot(alice, cairn)
+    alice.kick(room, cairn.id)
+    bot = Person(alice.synapse, cairn.account)  # the bot account's own view of its rooms
+
+    def forgotten() -> bool:
+        answer = bot.call("GET", "/sync?timeout=0&filter=" + quote(LEFT_ROOMS_FILTER))
+        return room not in answer.get("rooms", {}).get("leave", {})
+
+    wait_for("the bot to forget the room it was removed from", forgotten)
+    assert cairn.frontend is not None
+    assert cairn.frontend.healthy()
+    question = alice.send(kept, "what do you know?", mention=cairn.id)
+    wait_for("an answer in the other room", lambda: answers_to(alice, kept, cairn.id, question))
+
+
+LEFT_ROOMS_FILTER = json.dumps({"room": {"include_leave": True, "timeline": {"limit": 1}}})
+
+
+class Outage:
+    """A TCP relay in front of the homeserver that can be cut (an outage) and restored."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = int(probe.getsockname()[1])
+        self._listener: socket.socket | None = None
+        self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def restore(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(16)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        """Refuse new connections and break the open ones."""
+        if self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+            self._listener.close()
+            self._listener = None
+        with self._lock:
+            for sock in self._open:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            self._open.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # cut
+            server = socket.create_connection(("127.0.0.1", self.target_port))
+            with self._lock:
+                self._open += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+
+def test_the_bot_reconnects_after_the_homeserver_was_away(
+    synapse: Synapse,
+    cairn: Cairn,
+    people: Callable[[str], Person],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    outage = Outage(int(synapse.base_url.rsplit(":", 1)[1]))
+    outage.restore()
+    try:
+        monkeypatch.setenv("MATRIX_HOMESERVER", outage.url)
+        cairn.start()
+        alice = people("alice")
+        room = room_with_bot(alice, cairn)
+        frontend = cairn.frontend
+        assert frontend is not None
+
+        outage.cut()
+        wait_for("the frontend to notice", lambda: not frontend.healthy())
+        question = alice.send(room, "what do you know?", mention=cairn.id)
+        time.sleep(2)
+        outage.restore()
+        wait_for("the frontend to be back", frontend.healthy)
+        wait_for("the answer", lambda: answers_to(alice, room, cairn.id, question))
+        time.sleep(1)
+        assert len(answers_to(alice, room, cairn.id, question)) == 1
+    finally:
+        outage.cut()
+
+
+def test_a_mention_buried_under_a_long_outage_is_still_answered(
+    cairn: Cairn, people: Callable[[str], Person]
+) -> None:
+    # More happens while Cairn is down than one sync returns, so it pages back for the rest.
+    cairn.start()
+    alice = people("alice")
+    room = room_with_bot(alice, cairn)
+    cairn.stop()
+    buried = alice.send(room, "what do you know?", mention=cairn.id)
+    for i in range(SYNC_TIMELINE_LIMIT + 20):
+        alice.send(room, f"chatter {i}")
+    cairn.start()
+    wait_for("the buried mention's answer", lambda: answers_to(alice, room, cairn.id, buried))
+    time.sleep(1)
+    assert len(answers_to(alice, room, cairn.id, buried)) == 1
+
+
+def test_an_old_client_mentions_by_name_and_continues_by_replying_to_the_bot(
+    cairn: Cairn, people: Callable[[str], Person]
+) -> None:
+    cairn.start()
+    alice = people("alice")
+    room = room_with_bot(alice, cairn)
+    name = cairn.id.partition(":")[0].lstrip("@")  # the display name Synapse gave the bot
+    mention = alice.send(room, f"{name}: remember {FACT}", mention=OLD_CLIENT)
+    notice = wait_for(
+        "the remembered notice",
+        lambda: [
+            e
+            for e in answers_to(alice, room, cairn.id, mention)
+            if e["content"]["msgtype"] == "m.notice"
+        ],
+    )[0]
+    assert notice["content"]["body"] == f"remembered: {FACT}"  # the name was not remembered
+
+    # A client without threads replies to the bot's message, quoting it.
+    reply = alice.send(
+        room,
+        f"> <{cairn.id}> remembered: {FACT}\n\nwhat do you know about deploys?",
+        mention=OLD_CLIENT,
+        content={"m.relates_to": {"m.in_reply_to": {"event_id": notice["event_id"]}}},
+    )
+    wait_for(
+        "the answer to the reply, in the same thread",
+        lambda: [
+            e
+            for e in answers_to(alice, room, cairn.id, mention)
+            if e["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == reply
+        ],
+    )
+    (session,) = cairn.db_rows(AgentSession, AgentSession.channel == room)
+    (asked,) = cairn.db_rows(SessionEvent, SessionEvent.event_ref == reply)
+    assert asked.session_id == session.id
+    assert asked.text == "what do you know about deploys?"
+
+
+def test_a_message_over_the_limit_is_answered_with_the_reason(
+    cairn: Cairn, people: Callable[[str], Person], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CAIRN_MAX_MESSAGE_CHARS", "100")
+    cairn.start()
+    alice = people("alice")
+    room = room_with_bot(alice, cairn)
+    mention = alice.send(room, "please read this log: " + "x" * 300, mention=cairn.id)
+    refusal = wait_for("the refusal", lambda: answers_to(alice, room, cairn.id, mention))[0]
+    assert "CAIRN_MAX_MESSAGE_CHARS" in refusal["content"]["body"]
+    assert refusal["content"]["msgtype"] == "m.notice"
+    assert cairn.db_rows(SessionEvent) == []
+
+
+def test_the_bot_can_log_in_with_an_access_token_instead_of_a_password(
+    cairn: Cairn, people: Callable[[str], Person], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MATRIX_PASSWORD")
+    monkeypatch.setenv("MATRIX_ACCESS_TOKEN", cairn.account.access_token)
+    cairn.start()
+    alice = people("alice")
+    room = room_with_bot(alice, cairn)
+    question = alice.send(room, "what do you know?", mention=cairn.id)
+    wait_for("the answer", lambda: answers_to(alice, room, cairn.id, question))
+    state = json.loads((settings_home() / "matrix" / "state.json").read_text())
+    assert state["access_token"] == ""  # the token stays in the environment, not on disk
+    assert state["device_id"]
+
+
+def test_a_rejected_access_token_stops_the_frontend_with_what_to_fix(
+    cairn: Cairn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MATRIX_PASSWORD")
+    monkeypatch.setenv("MATRIX_ACCESS_TOKEN", "not-a-valid-token")
+    settings = load_settings()
+    pipeline = Pipeline.open(settings)
+    try:
+        frontend = MatrixFrontend(pipeline, settings)
+        with pytest.raises(CairnError, match="MATRIX_ACCESS_TOKEN"):
+            frontend.run(threading.Event())
+    finally:
+        pipeline.close()

@@ -1,0 +1,147 @@
+"""``cairn doctor`` against real services: what works is ok, what doesn't says how to fix it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from cairn.config import load_settings
+from cairn.db import Database
+from cairn.doctor import Check, run_checks
+from tests.support.messages_server import MessagesServer
+
+
+def _by_name(checks: list[Check]) -> dict[str, Check]:
+    return {c.name: c for c in checks}
+
+
+def _migrate(home: Path) -> None:
+    db = Database(f"sqlite:///{home / 'cairn.db'}")
+    db.migrate()
+    db.dispose()
+
+
+def test_the_embedded_default_passes_after_migration(clean_env: Path) -> None:
+    _migrate(clean_env)
+    checks = _by_name(run_checks(load_settings()))
+    assert checks["database"].status == "ok"
+    assert checks["vectors"].status == "ok"
+    assert checks["llm"].status == "warn"
+    assert "offline" in checks["llm"].detail
+    assert {checks[n].status for n in ("redis", "workers", "slack", "matrix")} == {"skip"}
+
+
+def test_an_unmigrated_database_says_to_migrate(clean_env: Path) -> None:
+    check = _by_name(run_checks(load_settings()))["database"]
+    assert check.status == "fail"
+    assert check.fix == "run `cairn migrate`"
+
+
+@pytest.mark.parametrize(
+    ("key", "model", "status", "words"),
+    [
+        ("sk-good", "claude-sonnet-4-5", "ok", "model claude-sonnet-4-5"),
+        ("sk-bad", "claude-sonnet-4-5", "fail", "rejected ANTHROPIC_API_KEY"),
+        ("sk-good", "claude-nonexistent", "fail", "not found"),
+    ],
+)
+def test_the_llm_check_tries_the_key_and_the_model(
+    clean_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    key: str,
+    model: str,
+    status: str,
+    words: str,
+) -> None:
+    with MessagesServer(api_key="sk-good") as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        monkeypatch.setenv("CAIRN_MODEL", model)
+        check = _by_name(run_checks(load_settings()))["llm"]
+    assert check.status == status
+    assert words in check.detail
+    assert key not in check.detail
+
+
+def test_redis_and_workers_are_checked_on_the_broker(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str
+) -> None:
+    monkeypatch.setenv("CAIRN_BROKER_URL", redis_url)
+    checks = _by_name(run_checks(load_settings()))
+    assert checks["redis"].status == "ok"
+    assert checks["workers"].status == "warn"
+    assert "cairn worker" in checks["workers"].fix
+
+
+class _AuthTest(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        good = self.headers.get("Authorization") == "Bearer xoxb-good"
+        body = (
+            {"ok": True, "team": "Acme", "user": "cairn"}
+            if good
+            else {"ok": False, "error": "invalid_auth"}
+        )
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def slack_api() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _AuthTest)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/api/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize(("token", "status"), [("xoxb-good", "ok"), ("xoxb-revoked", "fail")])
+def test_slack_credentials_are_tried_with_auth_test(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch, slack_api: str, token: str, status: str
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", token)
+    monkeypatch.setenv("SLACK_APP_TOKEN", "xapp-1")
+    monkeypatch.setenv("SLACK_API_URL", slack_api)
+    check = _by_name(run_checks(load_settings()))["slack"]
+    assert check.status == status
+    if status == "ok":
+        assert "workspace Acme as cairn, Socket Mode" in check.detail
+    else:
+        assert "invalid_auth" in check.detail
+
+
+def test_the_command_prints_json_and_fails_on_a_failed_check(clean_env: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "cairn", "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    report = {c["name"]: c for c in json.loads(done.stdout)}
+    assert report["database"]["status"] == "fail"
+    _migrate(clean_env)
+    again = subprocess.run(
+        [sys.executable, "-m", "cairn", "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert again.returncode == 0, again.stdout
+    assert "ok    database" in again.stdout

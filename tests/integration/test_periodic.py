@@ -1,0 +1,89 @@
+"""Upkeep jobs on the real database: stuck sessions found, idle sessions ended and reopened."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import update
+from sqlmodel import col
+
+from cairn.bot.events import ChatEvent
+from cairn.bot.ingest import ingest
+from cairn.db.models import AgentSession, SessionEvent, utcnow
+from cairn.memory.events import EventLog
+from cairn.runtime import Runtime
+from cairn.workers import periodic
+from cairn.workers.turn import handle_pending
+
+
+def _message(rt: Runtime, thread: str, text: str = "remember the wiki is wiki.acme.test") -> int:
+    event = ChatEvent(
+        platform="console", tenant="acme", channel="C", thread=thread, user="ann", text=text
+    )
+    result = ingest(EventLog(rt.db), event, agent="cairn", max_chars=1000)
+    assert result.session_id is not None
+    return result.session_id
+
+
+def _age(
+    rt: Runtime, model: type[SessionEvent] | type[AgentSession], column: str, seconds: float
+) -> None:
+    with rt.db.session() as s:
+        s.exec(update(model).values({column: utcnow() - timedelta(seconds=seconds)}))
+
+
+def test_pending_events_older_than_the_limit_mark_their_session_stale(runtime: Runtime) -> None:
+    stuck = _message(runtime, "stuck")
+    _age(runtime, SessionEvent, "created_at", 120)
+    fresh = _message(runtime, "fresh")
+    assert periodic.stale_sessions(runtime, older_than=60) == [stuck]
+    handle_pending(runtime, stuck)
+    handle_pending(runtime, fresh)
+    assert periodic.stale_sessions(runtime, older_than=0) == []
+
+
+def test_idle_sessions_end_run_the_hooks_and_reopen_on_a_new_message(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[int] = []
+    monkeypatch.setattr(periodic, "SESSION_END_HOOKS", [lambda rt, sid: seen.append(sid)])
+    idle = _message(runtime, "idle")
+    handle_pending(runtime, idle)
+    _age(runtime, AgentSession, "updated_at", 7200)
+    active = _message(runtime, "active")
+    assert periodic.end_idle_sessions(runtime, idle=3600) == [idle]
+    assert seen == [idle]
+    assert EventLog(runtime.db).session(idle).status == "ended"
+    assert EventLog(runtime.db).session(active).status == "open"
+    _message(runtime, "idle", "are you there?")
+    assert EventLog(runtime.db).session(idle).status == "open"
+
+
+def test_a_failing_hook_does_not_keep_a_session_open(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(rt: Runtime, session_id: int) -> None:
+        raise RuntimeError("extractor down")
+
+    monkeypatch.setattr(periodic, "SESSION_END_HOOKS", [broken])
+    session = _message(runtime, "t")
+    handle_pending(runtime, session)
+    with runtime.db.session() as s:
+        s.exec(
+            update(AgentSession)
+            .where(col(AgentSession.id) == session)
+            .values(updated_at=utcnow() - timedelta(hours=2))
+        )
+    assert periodic.end_idle_sessions(runtime, idle=60) == [session]
+    assert "extractor down" in caplog.text
+
+
+def test_the_ticker_runs_its_jobs_until_stopped() -> None:
+    ran = threading.Event()
+    ticker = periodic.Ticker([ran.set], interval=0.05).start()
+    try:
+        assert ran.wait(5)
+    finally:
+        ticker.stop()

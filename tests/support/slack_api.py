@@ -1,0 +1,557 @@
+"""Stand-ins for Slack on 127.0.0.1: the Web API, Socket Mode, and signed Events API requests.
+
+:class:`SlackAPI` answers the Web API methods Cairn calls (``POST /api/<method>``, JSON or form
+bodies, the token in ``Authorization``), keeps what a workspace would (posted messages, reactions,
+published views, statuses), records every call, and answers 429 with ``Retry-After`` (or drops
+the connection) on demand. ``apps.connections.open`` hands out the URL of its
+:class:`SocketModeServer`, a websocket server that sends envelopes the way Slack does and
+records the client's acknowledgements. :func:`signed_headers` signs an HTTP request body with a
+signing secret, as Slack does.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import hmac
+import itertools
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Self, cast
+from urllib.parse import parse_qsl
+
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.server import Server, ServerConnection, serve
+
+__all__ = [
+    "BOT_ID",
+    "BOT_TOKEN",
+    "BOT_USER",
+    "Call",
+    "SlackAPI",
+    "SocketModeServer",
+    "event_payload",
+    "signed_headers",
+]
+
+JSON = dict[str, Any]
+
+BOT_TOKEN = "xoxb-test-token"
+APP_TOKEN = "xapp-test-token"
+BOT_USER = "UCAIRNBOT"
+BOT_ID = "BCAIRN"
+CLIENT_ID = "1111.2222"
+CLIENT_SECRET = "oauth-client-secret"
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One Web API call as the stand-in received it."""
+
+    method: str
+    args: JSON
+    token: str
+    at: float
+    status: int
+
+
+@dataclass
+class _Failure:
+    status: int
+    retry_after: int | None
+    times: int
+    drop: bool = False
+
+
+@dataclass
+class Workspace:
+    """What the stand-in keeps of a workspace: messages by channel, reactions, views."""
+
+    messages: dict[str, list[JSON]] = field(default_factory=dict)
+    reactions: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    views: dict[str, JSON] = field(default_factory=dict)
+    statuses: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+class SlackAPI:
+    """A Web API stand-in; use as a context manager. ``base_url`` is what SLACK_API_URL takes."""
+
+    def __init__(self, *, team: str = "T0001", assistant_channels: tuple[str, ...] = ()) -> None:
+        self.team = team
+        # setStatus works in direct-message channels (D...) and these; elsewhere it is refused.
+        self.assistant_channels = set(assistant_channels)
+        self.workspace = Workspace()
+        self.socket: SocketModeServer | None = None
+        self._lock = threading.Lock()
+        self._calls: list[Call] = []
+        self._failures: dict[str, list[_Failure]] = {}
+        self._clock = itertools.count(1)
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.responses: list[JSON] = []  # bodies POSTed to response_url (slash commands)
+        # Bot tokens this workspace stand-in accepts: token -> (team, bot user, bot id).
+        self.tokens: dict[str, tuple[str, str, str]] = {BOT_TOKEN: (team, BOT_USER, BOT_ID)}
+        # The OAuth app's credentials (oauth.v2.access checks them).
+        self.client_id, self.client_secret = CLIENT_ID, CLIENT_SECRET
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Serve on a free loopback port in a background thread."""
+        httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        httpd.owner = self
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, args=(0.05,), name="slack-api", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        assert self._httpd is not None
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
+    def base_url(self) -> str:
+        """The Web API base URL, for SLACK_API_URL."""
+        return self.url + "/api/"
+
+    @property
+    def response_url(self) -> str:
+        """A response_url for slash commands; what is POSTed there lands in ``responses``."""
+        return self.url + "/respond/" + uuid.uuid4().hex
+
+    # --- scripting -------------------------------------------------------------------------
+
+    def fail(
+        self, method: str, *, status: int = 429, retry_after: int | None = 1, times: int = 1
+    ) -> None:
+        """Answer the next ``times`` calls of ``method`` with ``status`` (429: Retry-After)."""
+        with self._lock:
+            self._failures.setdefault(method, []).append(_Failure(status, retry_after, times))
+
+    def drop(self, method: str, *, times: int = 1) -> None:
+        """Close the connection without answering the next ``times`` calls of ``method``."""
+        with self._lock:
+            self._failures.setdefault(method, []).append(_Failure(0, None, times, drop=True))
+
+    def add_thread(self, channel: str, messages: list[JSON]) -> None:
+        """Messages already in a channel (for conversations.replies), each with ``ts``."""
+        with self._lock:
+            self.workspace.messages.setdefault(channel, []).extend(messages)
+
+    # --- what happened ---------------------------------------------------------------------
+
+    def calls(self, method: str | None = None, *, ok_only: bool = True) -> list[Call]:
+        """Recorded calls (of ``method``), oldest first; ``ok_only`` leaves out failed ones."""
+        with self._lock:
+            found = [c for c in self._calls if method is None or c.method == method]
+        return [c for c in found if c.status == 200] if ok_only else found
+
+    def posts(self, channel: str | None = None) -> list[JSON]:
+        """Messages the bot posted (chat.postMessage), oldest first."""
+        with self._lock:
+            posted = [m for msgs in self.workspace.messages.values() for m in msgs]
+        mine = [m for m in posted if m.get("bot_id")]
+        mine.sort(key=lambda m: float(m["ts"]))
+        return [m for m in mine if channel is None or m["channel"] == channel]
+
+    def wait_for(self, condition: Any, timeout: float = 15.0, what: str = "condition") -> Any:
+        """Poll ``condition()`` until it returns something truthy; fails the test on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = condition()
+            if value:
+                return value
+            time.sleep(0.02)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+    # --- the methods -----------------------------------------------------------------------
+
+    def _ts(self) -> str:
+        return f"{1_800_000_000 + next(self._clock)}.000100"
+
+    def _failure(self, method: str) -> _Failure | None:
+        with self._lock:
+            queue = self._failures.get(method) or []
+            if not queue:
+                return None
+            failure = queue[0]
+            failure.times -= 1
+            if failure.times <= 0:
+                queue.pop(0)
+            return failure
+
+    def _record(self, call: Call) -> None:
+        with self._lock:
+            self._calls.append(call)
+
+    def answer(self, method: str, args: JSON, token: str) -> JSON:
+        """The JSON body Slack would answer ``method`` with."""
+        if method == "apps.connections.open":
+            if not token.startswith("xapp-"):
+                return {"ok": False, "error": "not_allowed_token_type"}
+            if self.socket is None:
+                return {"ok": False, "error": "socket_mode_not_enabled"}
+            return {"ok": True, "url": self.socket.url}
+        if method == "oauth.v2.access":
+            return self._oauth_v2_access(args, token)
+        if token not in self.tokens:
+            return {"ok": False, "error": "invalid_auth"}
+        handler = getattr(self, "_" + method.replace(".", "_"), None)
+        if handler is None:
+            return {"ok": False, "error": "unknown_method"}
+        team, bot_user, bot_id = self.tokens[token]
+        return cast(JSON, handler({**args, "_team": team, "_bot": (bot_user, bot_id)}))
+
+    def _oauth_v2_access(self, args: JSON, credentials: str) -> JSON:
+        """Exchange ``code-<TEAM>`` for a new bot token of workspace TEAM."""
+        if credentials != f"{self.client_id}:{self.client_secret}":
+            return {"ok": False, "error": "invalid_client_id"}
+        code = str(args.get("code") or "")
+        if not code.startswith("code-"):
+            return {"ok": False, "error": "invalid_code"}
+        team = code.removeprefix("code-")
+        token, bot_user, bot_id = f"xoxb-{team}", f"U{team}BOT", f"B{team}"
+        with self._lock:
+            self.tokens[token] = (team, bot_user, bot_id)
+        return {
+            "ok": True,
+            "app_id": "ACAIRN",
+            "authed_user": {"id": f"U{team}ADMIN"},
+            "scope": "app_mentions:read,chat:write",
+            "token_type": "bot",
+            "access_token": token,
+            "bot_user_id": bot_user,
+            "team": {"id": team, "name": f"Workspace {team}"},
+            "enterprise": None,
+            "is_enterprise_install": False,
+        }
+
+    def _auth_test(self, args: JSON) -> JSON:
+        bot_user, bot_id = args["_bot"]
+        return {
+            "ok": True,
+            "url": "https://cairn-test.slack.com/",
+            "team": "Cairn Test",
+            "user": "cairn",
+            "team_id": args["_team"],
+            "user_id": bot_user,
+            "bot_id": bot_id,
+            "is_enterprise_install": False,
+        }
+
+    def _chat_postMessage(self, args: JSON) -> JSON:
+        channel, text = str(args.get("channel") or ""), str(args.get("text") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if not text and not args.get("blocks"):
+            return {"ok": False, "error": "no_text"}
+        if len(text) > 40000:
+            return {"ok": False, "error": "msg_too_long"}
+        bot_user, bot_id = args["_bot"]
+        message = {
+            "type": "message",
+            "team": args["_team"],
+            "channel": channel,
+            "user": bot_user,
+            "bot_id": bot_id,
+            "text": text,
+            "ts": self._ts(),
+        }
+        if args.get("thread_ts"):
+            message["thread_ts"] = str(args["thread_ts"])
+        with self._lock:
+            self.workspace.messages.setdefault(channel, []).append(message)
+        return {"ok": True, "channel": channel, "ts": message["ts"], "message": message}
+
+    def _conversations_replies(self, args: JSON) -> JSON:
+        channel, ts = str(args.get("channel")), str(args.get("ts"))
+        with self._lock:
+            messages = list(self.workspace.messages.get(channel, []))
+        thread = [m for m in messages if m["ts"] == ts or m.get("thread_ts") == ts]
+        thread.sort(key=lambda m: float(m["ts"]))
+        if not thread:
+            return {"ok": False, "error": "thread_not_found"}
+        return {"ok": True, "messages": thread, "has_more": False}
+
+    def _reactions_add(self, args: JSON) -> JSON:
+        key = (str(args.get("channel")), str(args.get("timestamp")))
+        with self._lock:
+            names = self.workspace.reactions.setdefault(key, [])
+            if args.get("name") in names:
+                return {"ok": False, "error": "already_reacted"}
+            names.append(str(args.get("name")))
+        return {"ok": True}
+
+    def _reactions_remove(self, args: JSON) -> JSON:
+        key = (str(args.get("channel")), str(args.get("timestamp")))
+        with self._lock:
+            names = self.workspace.reactions.get(key, [])
+            if args.get("name") not in names:
+                return {"ok": False, "error": "no_reaction"}
+            names.remove(str(args.get("name")))
+        return {"ok": True}
+
+    def _assistant_threads_setStatus(self, args: JSON) -> JSON:
+        channel = str(args.get("channel_id") or "")
+        if not (channel.startswith("D") or channel in self.assistant_channels):
+            return {"ok": False, "error": "not_allowed"}
+        with self._lock:
+            self.workspace.statuses.append(
+                (channel, str(args.get("thread_ts")), str(args.get("status")))
+            )
+        return {"ok": True}
+
+    def _assistant_threads_setSuggestedPrompts(self, args: JSON) -> JSON:
+        return {"ok": True}
+
+    def _views_publish(self, args: JSON) -> JSON:
+        view = args.get("view")
+        if isinstance(view, str):
+            view = json.loads(view)
+        with self._lock:
+            self.workspace.views[str(args.get("user_id"))] = cast(JSON, view)
+        return {"ok": True, "view": {"id": "V" + uuid.uuid4().hex[:8], **cast(JSON, view)}}
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    owner: SlackAPI
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients that hang up are part of the tests
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    @property
+    def owner(self) -> SlackAPI:
+        return cast(_HTTPServer, self.server).owner
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        path, _, query = self.path.partition("?")
+        if path.startswith("/respond/"):
+            with self.owner._lock:
+                self.owner.responses.append(json.loads(raw or b"{}"))
+            self._send(200, b"ok", "text/plain")
+            return
+        if not path.startswith("/api/"):
+            self._send(404, b"not found", "text/plain")
+            return
+        method = path.removeprefix("/api/")
+        args: JSON = dict(parse_qsl(query))
+        if "json" in (self.headers.get("content-type") or ""):
+            args.update(json.loads(raw or b"{}"))
+        else:
+            args.update(parse_qsl(raw.decode()))
+        auth = self.headers.get("authorization") or ""
+        if auth.startswith("Basic "):
+            token = base64.b64decode(auth.removeprefix("Basic ")).decode()
+        else:
+            token = auth.removeprefix("Bearer ").strip() or str(args.pop("token", ""))
+        failure = self.owner._failure(method)
+        if failure is not None:
+            self.owner._record(Call(method, args, token, time.monotonic(), failure.status))
+            if failure.drop:
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(2)
+                return
+            headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after else {}
+            error = "ratelimited" if failure.status == 429 else "internal_error"
+            body = json.dumps({"ok": False, "error": error}).encode()
+            self._send(failure.status, body, "application/json", headers)
+            return
+        answer = self.owner.answer(method, args, token)
+        self.owner._record(Call(method, args, token, time.monotonic(), 200))
+        self._send(200, json.dumps(answer).encode(), "application/json")
+
+    def _send(
+        self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class SocketModeServer:
+    """Slack's Socket Mode end on loopback: sends envelopes, records acknowledgements."""
+
+    def __init__(self) -> None:
+        self._server: Server | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._connections: list[ServerConnection] = []
+        self.acks: dict[str, float] = {}  # envelope id -> when the ack arrived
+        self.sent: dict[str, float] = {}  # envelope id -> when it was sent
+
+    def start(self) -> Self:
+        """Listen on a free loopback port."""
+        self._server = serve(self._handle, "127.0.0.1", 0)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="socket-mode", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Close every connection and stop listening."""
+        if self._server is not None:
+            self._server.shutdown()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """The ``ws://`` URL apps.connections.open hands out."""
+        assert self._server is not None
+        port = self._server.socket.getsockname()[1]
+        return f"ws://127.0.0.1:{port}/link/?ticket={uuid.uuid4().hex}"
+
+    def connected(self) -> int:
+        """How many clients are connected."""
+        with self._lock:
+            return len(self._connections)
+
+    def _handle(self, connection: ServerConnection) -> None:
+        with self._lock:
+            self._connections.append(connection)
+        try:
+            hello = {"type": "hello", "num_connections": 1, "debug_info": {"host": "test"}}
+            connection.send(json.dumps(hello))
+            for raw in connection:
+                message = json.loads(raw)
+                envelope = message.get("envelope_id")
+                if envelope:
+                    with self._lock:
+                        self.acks.setdefault(envelope, time.monotonic())
+        except ConnectionClosed:
+            pass
+        finally:
+            with self._lock:
+                self._connections.remove(connection)
+
+    def send(self, payload: JSON, *, kind: str = "events_api", retry_attempt: int = 0) -> str:
+        """Send ``payload`` in an envelope to every connected client; returns its envelope id.
+
+        A retry of an earlier envelope carries the same payload with a higher ``retry_attempt``.
+        """
+        envelope_id = str(uuid.uuid4())
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": kind,
+            "accepts_response_payload": kind != "events_api",
+            "retry_attempt": retry_attempt,
+            "retry_reason": "timeout" if retry_attempt else "",
+            "payload": payload,
+        }
+        with self._lock:
+            connections = list(self._connections)
+            self.sent[envelope_id] = time.monotonic()
+        if not connections:
+            raise AssertionError("no Socket Mode client is connected")
+        for connection in connections:
+            connection.send(json.dumps(envelope))
+        return envelope_id
+
+    def ack_delay(self, envelope_id: str, timeout: float = 5.0) -> float:
+        """Seconds between sending the envelope and its acknowledgement (waits for it)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if envelope_id in self.acks:
+                    return self.acks[envelope_id] - self.sent[envelope_id]
+            time.sleep(0.01)
+        raise AssertionError(f"envelope {envelope_id} was not acknowledged within {timeout}s")
+
+
+_event_ids = itertools.count(1)
+
+
+def event_payload(event: JSON, *, team: str = "T0001", event_id: str | None = None) -> JSON:
+    """An Events API ``event_callback`` around ``event``, as Slack sends it."""
+    return {
+        "token": "legacy-verification-token",
+        "team_id": team,
+        "api_app_id": "ACAIRN",
+        "event": event,
+        "type": "event_callback",
+        "event_id": event_id or f"Ev{next(_event_ids):08d}",
+        "event_time": int(time.time()),
+        "authorizations": [
+            {"team_id": team, "user_id": BOT_USER, "is_bot": True, "is_enterprise_install": False}
+        ],
+        "is_ext_shared_channel": False,
+    }
+
+
+def signed_headers(secret: str, body: bytes, *, timestamp: int | None = None) -> dict[str, str]:
+    """The headers Slack signs a request body with (``v0`` HMAC-SHA256 of ``v0:ts:body``)."""
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    base = b"v0:" + ts.encode() + b":" + body
+    signature = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    return {
+        "Content-Type": "application/json",
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": signature,
+    }
+
+
+@contextlib.contextmanager
+def slack_stand_ins(team: str = "T0001") -> Iterator[SlackAPI]:
+    """A Web API stand-in with a Socket Mode server behind apps.connections.open."""
+    with SlackAPI(team=team) as api, SocketModeServer() as socket:
+        api.socket = socket
+        yield api

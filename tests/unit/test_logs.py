@@ -1,0 +1,67 @@
+"""Logs: JSON off a terminal, ids of the thread and event on every line, secrets never."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from cairn.logs import bind, configure_logging
+
+
+@pytest.fixture(autouse=True)
+def restore_root_logger() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def _capture(**kwargs: object) -> io.StringIO:
+    stream = io.StringIO()
+    configure_logging("INFO", stream=stream, **kwargs)  # type: ignore[arg-type]
+    return stream
+
+
+def test_logs_are_json_lines_with_the_bound_ids_when_not_on_a_terminal() -> None:
+    stream = _capture()
+    with bind(thread="T1", event=42):
+        logging.getLogger("cairn.test").info("handled %s", "message")
+    entry = json.loads(stream.getvalue().splitlines()[-1])
+    assert entry["message"] == "handled message"
+    assert (entry["thread"], entry["event"], entry["level"]) == ("T1", 42, "info")
+
+
+def test_configured_secrets_and_token_shapes_are_masked() -> None:
+    stream = _capture(secrets=["hunter2-very-secret"])
+    log = logging.getLogger("cairn.test")
+    log.warning("key is hunter2-very-secret")
+    log.warning("token xoxb-1234-abcd and xapp-1-A0 leaked")
+    log.warning("db postgresql://cairn:pa55word@db/cairn")
+    text = stream.getvalue()
+    for secret in ("hunter2-very-secret", "xoxb-1234-abcd", "xapp-1-A0", "pa55word"):
+        assert secret not in text
+    assert text.count("***") >= 4
+
+
+def test_secrets_in_exceptions_are_masked_too() -> None:
+    stream = _capture(secrets=["sk-test-secret-key"])
+    try:
+        raise RuntimeError("auth failed for sk-test-secret-key")
+    except RuntimeError:
+        logging.getLogger("cairn.test").exception("call failed")
+    text = stream.getvalue()
+    assert "sk-test-secret-key" not in text
+    assert "auth failed for ***" in text
+
+
+def test_a_terminal_gets_readable_lines() -> None:
+    stream = _capture(as_json=False)
+    with bind(thread="T9"):
+        logging.getLogger("cairn.test").info("hello")
+    line = stream.getvalue().splitlines()[-1]
+    assert "INFO cairn.test: hello thread=T9" in line
