@@ -6,6 +6,7 @@ A frontend builds a :class:`Pipeline` from the settings, hands each normalised e
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from cairn.bot.events import ChatEvent
@@ -16,7 +17,13 @@ from cairn.memory.events import EventLog
 from cairn.metrics import EVENTS
 from cairn.runtime import Runtime, build_runtime, reset_runtime
 from cairn.workers.dispatch import CeleryDispatcher, Dispatcher, InProcessDispatcher
-from cairn.workers.periodic import Ticker, end_idle_sessions, reconcile_index, stale_sessions
+from cairn.workers.periodic import (
+    Ticker,
+    end_idle_sessions,
+    reconcile_index,
+    rotate_tiers,
+    stale_sessions,
+)
 
 __all__ = ["Pipeline"]
 
@@ -60,10 +67,18 @@ class Pipeline:
             for session_id in stale_sessions(self.rt, older_than=settings.stale_after):
                 self.dispatcher.submit(session_id)
 
+        last_rotation = [0.0]
+
+        def rotate() -> None:  # hourly, like the beat schedule
+            if time.monotonic() - last_rotation[0] >= 3600:
+                last_rotation[0] = time.monotonic()
+                rotate_tiers(self.rt)
+
         return [
             lambda: reconcile_index(self.rt),
             requeue,
             lambda: end_idle_sessions(self.rt, idle=settings.session_idle),
+            rotate,
         ]
 
     def accept(self, event: ChatEvent) -> Ingested:

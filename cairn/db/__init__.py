@@ -103,7 +103,7 @@ class Database:
             ) from exc
 
     def head_revision(self) -> str | None:
-        """The newest migration Cairn ships (heads joined by ``+`` while branches are open)."""
+        """The newest migration Cairn ships (heads joined by ``+`` if branches were left open)."""
         heads = ScriptDirectory.from_config(alembic_config(self.url)).get_heads()
         return "+".join(sorted(heads)) or None
 
@@ -113,7 +113,7 @@ class Database:
         try:
             with self.engine.begin() as conn:
                 cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "heads")
+                command.upgrade(cfg, "head")
         except OperationalError as exc:
             raise StorageError(
                 f"cannot migrate database {self.safe_url}: {exc.orig}. "

@@ -153,6 +153,7 @@ def run_recall(
                 created[written.memory.id] = when
                 last = max(last, when)
             store.flush_outbox()
+            store.optimize_index()
             asked_at = last + timedelta(days=1)
             questions = [
                 q
@@ -348,6 +349,7 @@ def run_scale(
                 store.flush_outbox(limit=2000)
         store.flush_outbox(limit=2000)
         writes_per_s = len(plan) / (time.perf_counter() - started)
+        store.optimize_index()  # what the scheduled reconciler does after bulk writes
         asks = [" ".join(rng.sample(_WORDS, 4)) for _ in range(queries)]
         with_embedding: list[float] = []
         search_only: list[float] = []

@@ -74,6 +74,10 @@ class VectorIndex(Protocol):
         """How many memories the index holds (all tenants), for reconciliation."""
         ...
 
+    def optimize(self) -> None:
+        """Build search structures after bulk writes (a no-op where the engine does it)."""
+        ...
+
     def close(self) -> None:
         """Release the index (files, connections)."""
         ...
@@ -258,6 +262,9 @@ class QdrantIndex:
         result = self._call("count", lambda c: c.count(self.collection, exact=True))
         return int(result.count)
 
+    def optimize(self) -> None:
+        """Nothing to do: Qdrant's server and local mode optimise on their own."""
+
     def close(self) -> None:
         """Close a server connection; local clients stay open for the process's lifetime."""
         with self._lock:
@@ -423,7 +430,8 @@ class EdgeIndex:
         return int(self._call("count", lambda s: s.count(qe.CountRequest(exact=True))))
 
     def optimize(self) -> None:
-        """Build the shard's search indexes now (after a bulk load)."""
+        """Build the shard's HNSW and payload indexes now; the edge engine has no background
+        optimiser, and an unoptimised shard searches dense vectors by brute force."""
         self._call("optimize", lambda s: s.optimize())
 
     def close(self) -> None:

@@ -148,10 +148,16 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(folded.encode()).hexdigest()
 
 
-def visible_to(scope: Scope) -> ColumnElement[bool]:
-    """The SQL condition every read path applies: same tenant, and shared or the agent's own."""
+def visible_to(scope: Scope, *, by_id: bool = False) -> ColumnElement[bool]:
+    """The SQL condition every read path applies: same tenant, and shared or the agent's own.
+
+    ``by_id`` is for reads of a few rows by primary key: the same condition, written so that
+    SQLite's planner looks the ids up instead of scanning the tenant's index (35 ms instead of
+    under 1 ms at 100,000 memories).
+    """
+    tenant = col(MemoryRow.tenant_id) + "" if by_id else col(MemoryRow.tenant_id)
     return and_(
-        col(MemoryRow.tenant_id) == scope.tenant,
+        tenant == scope.tenant,
         or_(
             col(MemoryRow.visibility).in_([Visibility.TEAM.value, Visibility.PUBLIC.value]),
             col(MemoryRow.agent) == scope.agent,
@@ -527,7 +533,7 @@ class MemoryStore:
             rows = s.exec(
                 select(MemoryRow).where(
                     col(MemoryRow.id).in_(list(scores)),
-                    visible_to(scope),
+                    visible_to(scope, by_id=True),
                     col(MemoryRow.retracted).is_(False),
                 )
             ).all()
@@ -548,7 +554,9 @@ class MemoryStore:
         """For episodic candidates: the turns just before and after them in the same thread."""
         rows = s.exec(
             select(MemoryRow.id, MemoryRow.source_thread).where(
-                col(MemoryRow.id).in_(ids), MemoryRow.kind == "episode", visible_to(scope)
+                col(MemoryRow.id).in_(ids),
+                MemoryRow.kind == "episode",
+                visible_to(scope, by_id=True),
             )
         ).all()
         if not rows:
@@ -560,7 +568,7 @@ class MemoryStore:
                 col(MemoryRow.id).in_(near),
                 col(MemoryRow.source_thread).in_(threads),
                 MemoryRow.kind == "episode",
-                visible_to(scope),
+                visible_to(scope, by_id=True),
                 col(MemoryRow.retracted).is_(False),
             )
         ).all()
@@ -680,12 +688,15 @@ class MemoryStore:
 
         Replays the outbox, then compares counts: when the index holds fewer memories than the
         database has live ones (a new collection after a model change, a wiped folder), every
-        live memory is enqueued again and flushed. Safe to run at any time, on a schedule.
+        live memory is enqueued again and flushed; after replays the index is optimised. Safe
+        to run at any time, on a schedule.
         """
         if self.index is None:
             return 0, 0
         replayed = self.flush_outbox()
         try:
+            if replayed:
+                self.index.optimize()
             indexed = self.index.count()
         except IndexUnavailable as exc:
             log.warning("cannot reconcile the index: %s", exc)
@@ -704,7 +715,17 @@ class MemoryStore:
             for mid in ids:
                 s.add(MemoryOutbox(memory_id=mid or 0, op="upsert"))
         self.flush_outbox()
+        self.optimize_index()
         return replayed, len(ids)
+
+    def optimize_index(self) -> None:
+        """Let the index build its search structures (after bulk writes; on a schedule)."""
+        if self.index is None:
+            return
+        try:
+            self.index.optimize()
+        except IndexUnavailable as exc:
+            log.warning("could not optimise the index: %s", exc)
 
 
 def _tombstone(row: MemoryRow, by: str, reason: str) -> None:

@@ -84,4 +84,3 @@ def run_agent(
         "Please ask again, more narrowly."
     )
     return outcome
-

@@ -39,6 +39,7 @@ def configure_celery(settings: Settings) -> Celery:
                 "schedule": settings.beat_interval,
             },
             "requeue-stale": {"task": "cairn.requeue_stale", "schedule": settings.beat_interval},
+            "rotate-tiers": {"task": "cairn.rotate_tiers", "schedule": 3600.0},
             "end-idle-sessions": {
                 "task": "cairn.end_idle_sessions",
                 "schedule": max(settings.beat_interval, 300.0),

@@ -4,7 +4,8 @@
 - re-queue sessions whose pending events have waited too long (a worker died mid-turn, a
   broker lost a message): the session lock and the event states make this harmless;
 - end sessions idle for longer than CAIRN_SESSION_IDLE, running the session-end hooks (learning
-  extraction) for each.
+  extraction) for each;
+- decay and tier rotation of long-term memory, with rule-based garbage collection.
 """
 
 from __future__ import annotations
@@ -17,21 +18,42 @@ from datetime import timedelta
 from sqlalchemy import func
 from sqlmodel import col, select
 
-from cairn.db.models import AgentSession, EventStatus, SessionEvent, utcnow
+from cairn.db.models import AgentSession, EventStatus, SessionEvent, Tenant, utcnow
+from cairn.memory.commands import tier_policy
+from cairn.memory.learnings import end_session
+from cairn.memory.tiers import collect_garbage
 from cairn.runtime import Runtime
 
-__all__ = ["SESSION_END_HOOKS", "Ticker", "end_idle_sessions", "reconcile_index", "stale_sessions"]
+__all__ = [
+    "SESSION_END_HOOKS",
+    "Ticker",
+    "end_idle_sessions",
+    "reconcile_index",
+    "rotate_tiers",
+    "stale_sessions",
+]
 
 log = logging.getLogger(__name__)
 
-# Called with (runtime, session id) when a session ends; the memory package registers
-# learning extraction here.
-SESSION_END_HOOKS: list[Callable[[Runtime, int], object]] = []
+# Called with (runtime, session id) when a session ends: learnings are extracted from the
+# session and announced in its thread as "remembered: ..." notices.
+SESSION_END_HOOKS: list[Callable[[Runtime, int], object]] = [end_session]
 
 
 def reconcile_index(rt: Runtime) -> int:
-    """Replay pending vector-index work; returns how many entries were applied."""
-    return rt.memory.flush_outbox()
+    """Bring the vector index in step with the database; returns how many entries it replayed."""
+    replayed, _ = rt.memory.reconcile()
+    return replayed
+
+
+def rotate_tiers(rt: Runtime) -> int:
+    """Decay and tier rotation (and rule-based garbage collection) for every tenant."""
+    policy = tier_policy(rt.settings)
+    with rt.db.session() as s:
+        tenants = list(s.exec(select(Tenant.id)).all())
+    for tenant in tenants:
+        collect_garbage(rt.db, tenant, policy)
+    return len(tenants)
 
 
 def stale_sessions(rt: Runtime, *, older_than: float) -> list[int]:

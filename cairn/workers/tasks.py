@@ -10,7 +10,13 @@ from cairn.workers import periodic
 from cairn.workers.app import app
 from cairn.workers.turn import handle_pending
 
-__all__ = ["end_idle_sessions", "process_session", "reconcile_index", "requeue_stale"]
+__all__ = [
+    "end_idle_sessions",
+    "process_session",
+    "reconcile_index",
+    "requeue_stale",
+    "rotate_tiers",
+]
 
 
 @app.task(name="cairn.process_session", bind=True, max_retries=10)  # type: ignore[untyped-decorator]
@@ -47,3 +53,9 @@ def end_idle_sessions() -> int:
     """End idle sessions (running the session-end hooks)."""
     rt = get_runtime()
     return len(periodic.end_idle_sessions(rt, idle=rt.settings.session_idle))
+
+
+@app.task(name="cairn.rotate_tiers")  # type: ignore[untyped-decorator]
+def rotate_tiers() -> int:
+    """Decay, tier rotation and garbage collection of long-term memory."""
+    return periodic.rotate_tiers(get_runtime())

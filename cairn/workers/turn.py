@@ -173,11 +173,18 @@ def _turn(rt: Runtime, events: EventLog, session: AgentSession, event: SessionEv
     memos = MemoBox(rt.db).inbox(session.tenant_id, agent, include_read=False)
     system = SYSTEM_FRAME.format(agent=agent)
     spec = rt.settings.agent_spec(agent)
-    instructions = spec.instructions.strip() or agent_instructions(
-        rt.db, session.tenant_id, agent
-    )
+    instructions = spec.instructions.strip() or agent_instructions(rt.db, session.tenant_id, agent)
     if instructions:
         system += f"\n\nYour instructions as {agent}:\n{instructions}"
+    colleagues = [
+        f"- {name}: {rt.settings.agent_spec(name).description or 'no description'}"
+        for name in rt.settings.agents
+        if name != agent
+    ]
+    if colleagues:
+        system += "\n\nOther agents of this workspace (reach them with send_memo):\n" + "\n".join(
+            colleagues
+        )
     toolbox = Toolbox(
         rt.memory,
         scope,
@@ -196,9 +203,7 @@ def _turn(rt: Runtime, events: EventLog, session: AgentSession, event: SessionEv
         metadata={"text": event.text, "user": event.user, "thread": session.thread_ref},
     )
     turn_log = _TurnLog(events, session, event)
-    outcome = run_agent(
-        rt.llm, request, toolbox, turn_log, max_rounds=rt.settings.max_tool_rounds
-    )
+    outcome = run_agent(rt.llm, request, toolbox, turn_log, max_rounds=rt.settings.max_tool_rounds)
     turn.finish()
     if compiled.memo_ids:  # shown to the agent: read, though not yet acknowledged
         MemoBox(rt.db).mark_read(session.tenant_id, agent, list(compiled.memo_ids))
@@ -242,12 +247,20 @@ def _count_attempt(rt: Runtime, event: SessionEvent) -> int:
         return attempts
 
 
-def _give_up(rt: Runtime, session: AgentSession, event: SessionEvent, apology: str,
-             reason: str) -> None:
+def _give_up(
+    rt: Runtime, session: AgentSession, event: SessionEvent, apology: str, reason: str
+) -> None:
     """Answer with ``apology``, mark the event failed and keep it as a dead letter."""
     DEAD_LETTERS.inc()
-    _finish(rt, session, event, [_Said("error", apology)], status=EventStatus.FAILED,
-            error=reason, dead_letter=True)
+    _finish(
+        rt,
+        session,
+        event,
+        [_Said("error", apology)],
+        status=EventStatus.FAILED,
+        error=reason,
+        dead_letter=True,
+    )
 
 
 def _finish(

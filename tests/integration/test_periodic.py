@@ -12,6 +12,7 @@ from sqlmodel import col
 from cairn.bot.events import ChatEvent
 from cairn.bot.ingest import ingest
 from cairn.db.models import AgentSession, SessionEvent, utcnow
+from cairn.memory import Scope
 from cairn.memory.events import EventLog
 from cairn.runtime import Runtime
 from cairn.workers import periodic
@@ -87,3 +88,15 @@ def test_the_ticker_runs_its_jobs_until_stopped() -> None:
         assert ran.wait(5)
     finally:
         ticker.stop()
+
+
+def test_tier_rotation_runs_for_every_tenant(runtime: Runtime) -> None:
+    _message(runtime, "t1")
+    runtime.memory.remember("the build cache is on s3", Scope("globex", "cairn"))
+    assert periodic.rotate_tiers(runtime) == 2
+
+
+def test_learning_extraction_is_a_session_end_hook() -> None:
+    from cairn.memory.learnings import end_session
+
+    assert end_session in periodic.SESSION_END_HOOKS

@@ -30,7 +30,7 @@ from cairn.memory.context.artifacts import ArtifactStore
 from cairn.memory.context.classic import ClassicCompiler
 from cairn.memory.context.compiler import CompiledPrompt, compile_prompt
 from cairn.memory.context.config import EngineConfig
-from cairn.memory.context.pastes import Card, render_text
+from cairn.memory.context.pastes import Card, card_text, make_card, render_text
 from cairn.memory.context.state import (
     ITEM_KINDS,
     EventView,
@@ -283,6 +283,18 @@ class TurnContext:
             )
 
     # --- tools ---------------------------------------------------------------------------
+
+    def fold_tool_output(self, content: str) -> str:
+        """Tool output as the model should see it: verbatim when short, else an artifact card.
+
+        Long output (logs, diffs, test runs, search results) is distilled into a card and its
+        full text stored in the artifact store, retrievable with ``retrieve_artifact``.
+        """
+        if len(content) <= self.engine.config.distill_chars * 2:
+            return content
+        card = make_card(content)
+        self.engine._store(self.session, [card])
+        return card_text(card)
 
     def add_item(self, kind: str, text: str, rationale: str = "") -> Item:
         """Add a constraint, decision, task or note to the state graph (InvalidInput if bad)."""

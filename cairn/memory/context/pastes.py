@@ -15,7 +15,7 @@ from cairn.memory.context.artifacts import SHORT, address
 from cairn.memory.context.distill import Distilled, distill
 from cairn.tokens import count_tokens
 
-__all__ = ["Card", "Rendered", "card_text", "render_text"]
+__all__ = ["Card", "Rendered", "card_text", "make_card", "render_text"]
 
 _FENCE = re.compile(r"```[^\n]*\n(.*?)(?:\n```|\Z)", re.S)
 # Prose longer than this many lines is treated as pasted material even without a fence.
@@ -59,6 +59,11 @@ def card_text(card: Card, *, body_lines: int | None = None) -> str:
     if body_lines is not None and len(body) > body_lines:
         body = [*body[:body_lines], f"  ... ({len(body) - body_lines} more card lines)"]
     return "\n".join([head, d.title, *body])
+
+
+def make_card(content: str) -> Card:
+    """The distilled card of ``content`` (its full text stays in ``Card.content``)."""
+    return _card(content)
 
 
 def _card(content: str) -> Card:
