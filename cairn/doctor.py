@@ -113,11 +113,17 @@ def _workers(settings: Settings) -> Check:
 
 
 def _vectors(settings: Settings) -> Check:
-    from cairn.memory.index import IndexUnavailable
-    from cairn.runtime import build_index
+    from cairn.errors import ConfigError
+    from cairn.memory.embed import build_embedder
+    from cairn.memory.index import IndexUnavailable, index_for
 
-    index = build_index(settings)
-    where = settings.qdrant_url or str(settings.qdrant_path)
+    try:
+        embedder = build_embedder(settings.embeddings)
+    except ConfigError as exc:
+        return Check("vectors", "fail", str(exc), "install the model or fix CAIRN_EMBEDDINGS")
+    model = f"embeddings {embedder.name}" if embedder else "no embedding model: lexical search"
+    index = index_for(settings, embedder.dim if embedder else None)
+    where = f"{settings.qdrant_url or settings.qdrant_path}, {model}"
     try:
         index.search("doctor", "doctor-check", "doctor", 1)
     except IndexUnavailable as exc:

@@ -17,7 +17,6 @@ from cairn.config import Settings, get_settings
 from cairn.db import Database
 from cairn.errors import ConfigError, StorageError
 from cairn.memory import MemoryStore
-from cairn.memory.index import QdrantIndex, VectorIndex
 from cairn.workers.locks import LocalLocks, RedisLocks, SessionLocks
 
 if TYPE_CHECKING:
@@ -64,14 +63,6 @@ def build_llm(settings: Settings) -> LLM:
     from cairn.workers.llm.offline import OfflineLLM
 
     return OfflineLLM()
-
-
-def build_index(settings: Settings) -> VectorIndex:
-    """Qdrant at CAIRN_QDRANT_URL, or local mode in CAIRN_HOME."""
-    if settings.qdrant_url:
-        key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-        return QdrantIndex(url=settings.qdrant_url, api_key=key)
-    return QdrantIndex(path=settings.qdrant_path)
 
 
 def build_runtime(settings: Settings, *, migrate: bool = True, index: bool = True) -> Runtime:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from cairn.config import Settings
 from cairn.memory.terms import sparse_vector
 
 __all__ = [
@@ -284,6 +285,14 @@ def _close_edge_shards() -> None:
                 shard.flush()
                 shard.close()
         _EDGE_SHARDS.clear()
+
+
+def index_for(settings: Settings, dense_dim: int | None) -> VectorIndex:
+    """The index the settings describe: a Qdrant server, or the embedded engine in CAIRN_HOME."""
+    if settings.qdrant_url:
+        key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+        return QdrantIndex(url=settings.qdrant_url, api_key=key, dense_dim=dense_dim)
+    return embedded_index(settings.qdrant_path, dense_dim)
 
 
 def embedded_index(path: Path, dense_dim: int | None) -> VectorIndex:

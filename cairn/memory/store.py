@@ -191,16 +191,11 @@ class MemoryStore:
         Raises ConfigError when an explicitly named embedding model cannot be loaded.
         """
         from cairn.memory.embed import build_embedder
-        from cairn.memory.index import QdrantIndex, embedded_index
+        from cairn.memory.index import index_for
 
         embedder = build_embedder(settings.embeddings)
         dim = embedder.dim if embedder is not None else None
-        vectors: VectorIndex | None = None
-        if index and settings.qdrant_url:
-            key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-            vectors = QdrantIndex(url=settings.qdrant_url, api_key=key, dense_dim=dim)
-        elif index:
-            vectors = embedded_index(settings.qdrant_path, dim)
+        vectors = index_for(settings, dim) if index else None
         return cls(
             db,
             vectors,

@@ -19,8 +19,10 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any, Self, cast
+
+from tests.support.loopback import BackgroundServer
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -229,7 +231,7 @@ def _pieces(text: str) -> list[str]:
     return [text[i : i + _DELTA_CHARS] for i in range(0, len(text), _DELTA_CHARS)]
 
 
-class MessagesServer:
+class MessagesServer(BackgroundServer):
     """A threaded Messages API server on loopback; use it as a context manager.
 
     ``api_key`` is the only key accepted (sent as ``x-api-key`` or ``Authorization: Bearer``);
@@ -254,8 +256,6 @@ class MessagesServer:
         self._replies: deque[Reply] = deque()
         self._requests: list[RecordedRequest] = []
         self._stopping = threading.Event()
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # Lifecycle
 
@@ -266,36 +266,14 @@ class MessagesServer:
         self._stopping.clear()
         httpd = _HTTPServer(self._address, _Handler)
         httpd.owner = self
-        self._httpd = httpd
-        # A short poll keeps stop() quick; the default half second adds up over a test suite.
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, args=(0.05,), name="messages-server", daemon=True
-        )
-        self._thread.start()
+        self._serve(httpd, "messages-server")
         return self
 
     def stop(self) -> None:
         """Stop serving and release the port; delayed replies still pending are abandoned."""
-        httpd, self._httpd = self._httpd, None
-        if httpd is None:
-            return
-        self._stopping.set()
-        httpd.shutdown()
-        httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        if self._httpd is not None:
+            self._stopping.set()
+        self._shutdown()
 
     @property
     def port(self) -> int:

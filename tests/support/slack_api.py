@@ -30,6 +30,8 @@ from urllib.parse import parse_qsl
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import Server, ServerConnection, serve
 
+from tests.support.loopback import BackgroundServer
+
 __all__ = [
     "BOT_ID",
     "BOT_TOKEN",
@@ -80,7 +82,7 @@ class Workspace:
     statuses: list[tuple[str, str, str]] = field(default_factory=list)
 
 
-class SlackAPI:
+class SlackAPI(BackgroundServer):
     """A Web API stand-in; use as a context manager. ``base_url`` is what SLACK_API_URL takes."""
 
     def __init__(self, *, team: str = "T0001", assistant_channels: tuple[str, ...] = ()) -> None:
@@ -93,8 +95,6 @@ class SlackAPI:
         self._calls: list[Call] = []
         self._failures: dict[str, list[_Failure]] = {}
         self._clock = itertools.count(1)
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self.responses: list[JSON] = []  # bodies POSTed to response_url (slash commands)
         # Bot tokens this workspace stand-in accepts: token -> (team, bot user, bot id).
         self.tokens: dict[str, tuple[str, str, str]] = {BOT_TOKEN: (team, BOT_USER, BOT_ID)}
@@ -107,32 +107,8 @@ class SlackAPI:
         """Serve on a free loopback port in a background thread."""
         httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
         httpd.owner = self
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, args=(0.05,), name="slack-api", daemon=True
-        )
-        self._thread.start()
+        self._serve(httpd, "slack-api")
         return self
-
-    def stop(self) -> None:
-        """Stop serving."""
-        httpd, self._httpd = self._httpd, None
-        if httpd is not None:
-            httpd.shutdown()
-            httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def url(self) -> str:
