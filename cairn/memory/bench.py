@@ -30,6 +30,7 @@ from cairn.memory.ranking import RankWeights
 from cairn.memory.scope import Scope, Source, Visibility
 from cairn.memory.store import MemoryStore
 from cairn.memory.terms import terms
+from cairn.stats import percentiles
 
 __all__ = ["RecallReport", "bench_recall", "bench_scale", "run_recall", "run_scale"]
 
@@ -60,17 +61,7 @@ class RecallReport:
             }
             entry["n"] = len(per_k.get(self.ks[0], []))
             methods[method] = entry
-        return {"methods": methods, "latency_ms": _percentiles(self.latencies_ms)}
-
-
-def _percentiles(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {"p50": 0.0, "p95": 0.0}
-    ordered = sorted(values)
-    return {
-        "p50": round(statistics.median(ordered), 3),
-        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 3),
-    }
+        return {"methods": methods, "latency_ms": percentiles(self.latencies_ms)}
 
 
 @contextmanager
@@ -362,8 +353,8 @@ def run_scale(
             search_only.append((t2 - t1) * 1000)
             with_embedding.append((t2 - t0) * 1000)
         return {
-            "search_ms": _percentiles(search_only),
-            "search_with_embedding_ms": _percentiles(with_embedding),
+            "search_ms": percentiles(search_only),
+            "search_with_embedding_ms": percentiles(with_embedding),
             "writes_per_s": round(writes_per_s, 1),
         }
 

@@ -30,6 +30,7 @@ from cairn.bot.pipeline import Pipeline
 from cairn.config import Settings, load_settings
 from cairn.db.models import EventKind, EventStatus, OutboundMessage, SessionEvent
 from cairn.errors import CairnError
+from cairn.stats import percentiles
 from cairn.workers.app import configure_celery
 
 __all__ = ["PipelineFigures", "bench_pipeline", "run_mode"]
@@ -45,13 +46,6 @@ class PipelineFigures:
     order_violations: int
     lost: int
     duplicated: int
-
-
-def _percentile(values: list[float], share: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
 def _wait_ready(
@@ -178,11 +172,7 @@ def _figures(pipeline: Pipeline, total: int) -> PipelineFigures:
     return PipelineFigures(
         messages=total,
         messages_per_s=round(len(latencies) / seconds, 1) if seconds > 0 else 0.0,
-        latency_ms={
-            "p50": round(_percentile(latencies, 0.50), 1),
-            "p95": round(_percentile(latencies, 0.95), 1),
-            "p99": round(_percentile(latencies, 0.99), 1),
-        },
+        latency_ms=percentiles(latencies, (0.5, 0.95, 0.99), digits=1),
         order_violations=violations,
         lost=lost,
         duplicated=duplicated,

@@ -308,9 +308,7 @@ def test_an_invite_from_the_bots_homeserver_is_accepted(
     cairn: Cairn, people: Callable[[str], Person]
 ) -> None:
     cairn.start()
-    alice = people("alice")
-    room = alice.create_room(invite=(cairn.id,))
-    wait_for("the bot to join", lambda: joined(alice, room, cairn.id))
+    room_with_bot(people("alice"), cairn)  # waits until the bot has joined
 
 
 def test_an_invite_from_a_user_not_allowed_is_declined(

@@ -8,7 +8,6 @@ agent loop would log them. The figures are measured, never asserted here.
 from __future__ import annotations
 
 import json
-import statistics
 import tempfile
 import time
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ from cairn.memory.context.config import EngineConfig
 from cairn.memory.context.engine import ContextEngine, TurnContext, tools_tokens
 from cairn.memory.context.opsgen import Fact, GeneratedTurn, generate_thread
 from cairn.memory.events import EventLog, ThreadRef
+from cairn.stats import percentiles
 from cairn.workers.llm.base import ToolSpec
 
 __all__ = ["CHECKPOINTS", "ModeFigures", "finish_turn", "run_benchmark"]
@@ -52,10 +52,7 @@ class ModeFigures:
             "tokens_at": at,
             "constraints_retained": _share(list(self.retained.values())),
             "lookback_present": _share(self.lookback),
-            "compile_ms": {
-                "p50": round(statistics.median(ms), 3),
-                "p95": round(ms[min(len(ms) - 1, int(len(ms) * 0.95))], 3),
-            },
+            "compile_ms": percentiles(ms),
         }
 
 
