@@ -6,6 +6,7 @@ message naming the variable when one is missing or contradictory.
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -32,6 +33,49 @@ Configuration comes from environment variables and an optional cairn.toml
 """
 
 
+class LazyGroup(click.Group):
+    """A command group whose subcommands in ``lazy`` are imported only when they run.
+
+    ``lazy`` maps a name to ``("module:attribute", short help)``. ``--help`` lists them from
+    that short help, so `cairn --help` does not import the memory store, the benchmarks or the
+    workers (a test keeps each short help equal to the command's own).
+    """
+
+    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]] | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            module, _, attribute = self.lazy[cmd_name][0].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows: list[tuple[str, str]] = []
+        limit = formatter.width - 6 - max((len(n) for n in self.list_commands(ctx)), default=0)
+        for name in self.list_commands(ctx):
+            if name in self.lazy and name not in self.commands:
+                rows.append((name, _shortened(self.lazy[name][1], limit)))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def _shortened(text: str, limit: int) -> str:
+    """``text`` cut at a word to at most ``limit`` characters, "..." marking the cut."""
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - 3, 1)].rsplit(" ", 1)[0].rstrip(" ,;:") + "..."
+
+
 def _settings() -> Settings:
     from cairn.logs import configure_logging
 
@@ -54,7 +98,18 @@ def _errors() -> Iterator[None]:
         sys.exit(1)
 
 
-@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    epilog=EPILOG,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    lazy={
+        "memory": ("cairn.memory.commands:memory", "Look into and administer long-term memory."),
+        "memo": (
+            "cairn.memos.cli:memo",
+            "Memos between agents: durable notes delivered into an agent's next prompt.",
+        ),
+    },
+)
 @click.version_option(version("cairn-bot"), prog_name="cairn")
 def main() -> None:
     """Cairn: a chat-ops bot for Slack and Matrix whose agents remember."""
@@ -184,6 +239,12 @@ def worker(concurrency: int, loglevel: str, pool: str | None, beat: bool) -> Non
         if beat:
             argv += ["--beat", f"--schedule={settings.home_dir / 'celerybeat-schedule'}"]
         _serve_metrics(settings)
+        if chosen != "prefork":
+            # Load the embedding model and open the stores before taking work, so the first
+            # messages do not wait seconds for them (forked pools do this in each child).
+            from cairn.runtime import get_runtime
+
+            get_runtime()
         app.worker_main(argv)
 
 
@@ -257,38 +318,52 @@ def show_config(as_json: bool) -> None:
             click.echo(f"{key:<{width}}  {value}")
 
 
-@main.group()
+@main.group(
+    cls=LazyGroup,
+    lazy={
+        "recall": (
+            "cairn.memory.bench:bench_recall",
+            "Recall@k of cairn's memory and four baselines on LoCoMo conversations.",
+        ),
+        "scale": (
+            "cairn.memory.bench:bench_scale",
+            "Search latency (p50/p95, with and without query embedding) and write throughput.",
+        ),
+        "pipeline": (
+            "cairn.workers.bench:pipeline_command",
+            "Measure the message path: Redis + Celery workers, and the in-process default.",
+        ),
+        "feedback": (
+            "cairn.workers.feedback_bench:feedback_command",
+            "Simulate a team reacting to answers; bad memories in the top 5 before and after.",
+        ),
+        "context": (
+            "cairn.memory.context.commands:bench_context",
+            "Drive a generated ops thread through the context engine and classic mode.",
+        ),
+    },
+)
 def bench() -> None:
     """Benchmarks: commands that measure and print figures (no pass/fail)."""
 
 
-@main.group()
+@main.group(
+    cls=LazyGroup,
+    lazy={
+        "end": (
+            "cairn.memory.commands:session_end",
+            "End the session of THREAD: extract learnings and announce them in the thread.",
+        ),
+        "show": (
+            "cairn.memory.context.commands:session_show",
+            "Show a session (one chat thread): its state, its checkpoint and the engine's "
+            "telemetry.",
+        ),
+    },
+)
 def session() -> None:
     """Look into agent sessions (one per chat thread)."""
 
-
-from cairn.memory.commands import memory, session_end  # noqa: E402 - after the groups
-
-main.add_command(memory)
-session.add_command(session_end)
-
-from cairn.memory.bench import bench_recall, bench_scale  # noqa: E402 - after the groups
-
-bench.add_command(bench_recall)
-bench.add_command(bench_scale)
-
-from cairn.workers.bench import pipeline_command  # noqa: E402 - after the groups
-
-bench.add_command(pipeline_command)
-
-from cairn.memos.cli import memo as memo_group  # noqa: E402 - after the groups
-
-main.add_command(memo_group)
-
-from cairn.memory.context.commands import bench_context, session_show  # noqa: E402
-
-bench.add_command(bench_context)
-session.add_command(session_show)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

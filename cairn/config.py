@@ -79,6 +79,9 @@ class AgentSpec(BaseModel):
     model: str | None = None
     tools: list[str] | None = None  # None: every tool
     channels: list[str] = []  # channels (ids or names) where this agent answers by default
+    # The agent has a bot identity of its own (its own Slack app or Matrix user), served by a
+    # frontend started with CAIRN_AGENT set to its name; the shared identity leaves it alone.
+    own_identity: bool = False
 
 
 class Settings(BaseSettings):
@@ -108,7 +111,7 @@ class Settings(BaseSettings):
     anthropic_base_url: str | None = Field(
         default=None, validation_alias=_env("ANTHROPIC_BASE_URL")
     )
-    model: str = Field(default="claude-sonnet-4-5", validation_alias=_env("CAIRN_MODEL"))
+    model: str = Field(default="claude-sonnet-4-6", validation_alias=_env("CAIRN_MODEL"))
     llm_stream: bool = Field(default=False, validation_alias=_env("CAIRN_LLM_STREAM"))
     llm_max_retries: int = Field(
         default=4, ge=0, le=20, validation_alias=_env("CAIRN_LLM_MAX_RETRIES")
@@ -173,6 +176,11 @@ class Settings(BaseSettings):
     # Comma-separated user ids and ":server" patterns; unset: users of the bot's homeserver.
     matrix_allowed_inviters: str | None = Field(
         default=None, validation_alias=_env("CAIRN_MATRIX_ALLOWED_INVITERS")
+    )
+    # Comma-separated homeservers whose users are trusted besides the bot's own; * for any.
+    # Users of other servers are heard, but what they teach starts untrusted (docs/adr/0011).
+    matrix_trusted_servers: str | None = Field(
+        default=None, validation_alias=_env("CAIRN_MATRIX_TRUSTED_SERVERS")
     )
     # End-to-end encryption needs matrix-nio's e2e extra (cairn-bot[matrix-e2e]).
     matrix_encryption: bool = Field(default=False, validation_alias=_env("CAIRN_MATRIX_ENCRYPTION"))
@@ -253,6 +261,14 @@ class Settings(BaseSettings):
     memory_weight_context: float = Field(
         default=0.5, ge=0, validation_alias=_env("CAIRN_MEMORY_WEIGHT_CONTEXT")
     )
+    # How many turns either side of a matching episodic turn share its relevance.
+    memory_context_turns: int = Field(
+        default=2, ge=0, le=10, validation_alias=_env("CAIRN_MEMORY_CONTEXT_TURNS")
+    )
+    # Boost for memories written within a date the query names ("on 9 November, 2022").
+    memory_weight_period: float = Field(
+        default=0.5, ge=0, validation_alias=_env("CAIRN_MEMORY_WEIGHT_PERIOD")
+    )
     memory_weight_recency: float = Field(
         default=0.05, ge=0, le=1, validation_alias=_env("CAIRN_MEMORY_WEIGHT_RECENCY")
     )
@@ -262,11 +278,19 @@ class Settings(BaseSettings):
     memory_weight_usefulness: float = Field(
         default=0.05, ge=0, validation_alias=_env("CAIRN_MEMORY_WEIGHT_USEFULNESS")
     )
+    # Each net "not useful" reaction multiplies a memory's rank by 1 - this (see ranking.py).
+    memory_weight_unhelpful: float = Field(
+        default=0.85, ge=0, le=1, validation_alias=_env("CAIRN_MEMORY_WEIGHT_UNHELPFUL")
+    )
     memory_weight_disputes: float = Field(
         default=0.1, ge=0, validation_alias=_env("CAIRN_MEMORY_WEIGHT_DISPUTES")
     )
     memory_weight_scope: float = Field(
         default=0.05, ge=0, validation_alias=_env("CAIRN_MEMORY_WEIGHT_SCOPE")
+    )
+    # The factor on the rank of an unconfirmed memory from an untrusted author (1: no penalty).
+    memory_weight_untrusted: float = Field(
+        default=0.6, ge=0, le=1, validation_alias=_env("CAIRN_MEMORY_WEIGHT_UNTRUSTED")
     )
     memory_weight_warm: float = Field(
         default=0.9, ge=0, le=1, validation_alias=_env("CAIRN_MEMORY_WEIGHT_WARM")
@@ -313,6 +337,8 @@ class Settings(BaseSettings):
         default=["-1"], validation_alias=_env("CAIRN_NOT_USEFUL_EMOJI")
     )
     admins: list[str] = Field(default=[], validation_alias=_env("CAIRN_ADMINS"))
+    # Authors whose memories start unconfirmed and rank lower (user ids, JSON list).
+    untrusted_users: list[str] = Field(default=[], validation_alias=_env("CAIRN_UNTRUSTED_USERS"))
     metrics_port: int = Field(
         default=0, ge=0, le=65535, validation_alias=_env("CAIRN_METRICS_PORT")
     )
@@ -332,10 +358,15 @@ class Settings(BaseSettings):
     session_idle: float = Field(
         default=6 * 3600.0, ge=60, validation_alias=_env("CAIRN_SESSION_IDLE")
     )
+    # Expired memos are never delivered; upkeep deletes them (and their receipts) this long after.
+    memo_keep_expired: float = Field(
+        default=7 * 86400.0, ge=0, validation_alias=_env("CAIRN_MEMO_KEEP_EXPIRED")
+    )
     # A dead worker's session lock frees after this many seconds (held locks are renewed).
     lock_ttl: float = Field(default=30.0, ge=3, validation_alias=_env("CAIRN_LOCK_TTL"))
-    # How long a task waits for a busy session before retrying later (the holder drains it).
-    lock_wait: float = Field(default=600.0, gt=0, validation_alias=_env("CAIRN_LOCK_WAIT"))
+    # How long a task waits for a busy session before leaving it to the lock's holder (which
+    # looks for pending events again after releasing it); 0 means one attempt.
+    lock_wait: float = Field(default=0.0, ge=0, validation_alias=_env("CAIRN_LOCK_WAIT"))
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="WARNING", validation_alias=_env("CAIRN_LOG_LEVEL")
     )
@@ -414,6 +445,13 @@ class Settings(BaseSettings):
         return (f":{server}",) if server else ()
 
     @property
+    def matrix_trusted(self) -> tuple[str, ...]:
+        """Homeservers whose users are trusted: the bot's own and CAIRN_MATRIX_TRUSTED_SERVERS."""
+        server = (self.matrix_user_id or "").partition(":")[2]
+        listed = _split_commas(self.matrix_trusted_servers)
+        return tuple(dict.fromkeys([*([server] if server else []), *listed]))
+
+    @property
     def agent_names(self) -> list[str]:
         """Every agent of this deployment (the default one first)."""
         return [self.agent, *sorted(n for n in self.agents if n != self.agent)]
@@ -421,6 +459,22 @@ class Settings(BaseSettings):
     def agent_spec(self, name: str) -> AgentSpec:
         """The declaration of agent ``name`` (an empty one for an undeclared default)."""
         return self.agents.get(name) or AgentSpec()
+
+    @property
+    def identity_agent(self) -> str | None:
+        """The agent whose own bot identity this process's frontend is, if CAIRN_AGENT has one.
+
+        Everything such a frontend is asked goes to that agent, and it posts only that agent's
+        messages. None for the shared identity, which hosts every other agent.
+        """
+        return self.agent if self.agent_spec(self.agent).own_identity else None
+
+    def speaks_for(self, agent: str) -> bool:
+        """Whether this process's bot identity posts the messages of ``agent``."""
+        own = self.identity_agent
+        if own is not None:
+            return agent == own
+        return not self.agent_spec(agent).own_identity
 
     def reaction_effect(self, emoji: str) -> str | None:
         """What a reaction means: confirm, retract, useful, not_useful, or None (ignored)."""

@@ -31,5 +31,9 @@ class QueueError(CairnError):
     """The task queue (broker) could not take or deliver work."""
 
 
+class SessionBusy(QueueError):
+    """Another worker holds the session's lock (and will handle what is pending)."""
+
+
 class NotFound(CairnError):
     """The thing asked for does not exist, or is not visible in the caller's scope."""

@@ -2,9 +2,16 @@
 
 One registry per process; ``cairn run`` and ``cairn worker`` serve it on CAIRN_METRICS_PORT
 when that is set, and HTTP frontends can mount :func:`exposition` on their own server.
+
+A worker with a forking pool runs its tasks in child processes, whose counts its own registry
+never sees. With PROMETHEUS_MULTIPROC_DIR set (an empty folder, wiped at each deployment, set
+before the processes start), every process writes its metrics there and ``/metrics`` sums the
+folder: prometheus_client's multiprocess mode.
 """
 
 from __future__ import annotations
+
+import os
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -12,6 +19,7 @@ from prometheus_client import (
     Counter,
     Histogram,
     generate_latest,
+    multiprocess,
     start_http_server,
 )
 
@@ -27,6 +35,9 @@ __all__ = [
     "REGISTRY",
     "TASK_DURATION",
     "exposition",
+    "exposition_registry",
+    "multiprocess_dir",
+    "process_exited",
     "record_llm_usage",
     "serve_metrics",
 ]
@@ -115,11 +126,33 @@ def record_llm_usage(
         LLM_COST.labels(model).inc(cost)
 
 
+def multiprocess_dir() -> str | None:
+    """The folder of prometheus_client's multiprocess mode, when it is on."""
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+def exposition_registry() -> CollectorRegistry:
+    """What ``/metrics`` shows: this process's registry, or the sum over every process that
+    writes to PROMETHEUS_MULTIPROC_DIR."""
+    folder = multiprocess_dir()
+    if folder is None:
+        return REGISTRY
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=folder)  # type: ignore[no-untyped-call]
+    return registry
+
+
 def exposition() -> tuple[bytes, str]:
     """The metrics in Prometheus' text format, and its content type."""
-    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+    return generate_latest(exposition_registry()), CONTENT_TYPE_LATEST
 
 
 def serve_metrics(port: int, host: str = "0.0.0.0") -> None:  # noqa: S104  (a server's job)
     """Serve ``/metrics`` on ``host:port`` from a background thread."""
-    start_http_server(port, addr=host, registry=REGISTRY)
+    start_http_server(port, addr=host, registry=exposition_registry())
+
+
+def process_exited(pid: int) -> None:
+    """Tell multiprocess mode that a (pool) process is gone; nothing to do without it."""
+    if multiprocess_dir() is not None:
+        multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]

@@ -17,6 +17,7 @@ from cairn.config import Settings, get_settings
 from cairn.db import Database
 from cairn.errors import ConfigError, StorageError
 from cairn.memory import MemoryStore
+from cairn.memory.working import WorkingMemory, build_working_memory
 from cairn.workers.locks import LocalLocks, RedisLocks, SessionLocks
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ class Runtime:
     locks: SessionLocks
     redis: redis.Redis[bytes] | None = None
     _llm: LLM | None = field(default=None, repr=False)
+    _working: WorkingMemory | None = field(default=None, repr=False)
 
     @property
     def llm(self) -> LLM:
@@ -44,6 +46,13 @@ class Runtime:
         if self._llm is None:
             self._llm = build_llm(self.settings)
         return self._llm
+
+    @property
+    def working(self) -> WorkingMemory:
+        """The agents' scratchpads: in Redis when configured, else in this process; built once."""
+        if self._working is None:
+            self._working = build_working_memory(self.redis, self.settings.working_memory_ttl)
+        return self._working
 
     def close(self) -> None:
         """Release connections (the database pool, Redis, a Qdrant server client)."""

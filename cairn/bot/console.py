@@ -66,7 +66,7 @@ class Console:
     ) -> None:
         self.pipeline = pipeline
         self.rt = pipeline.rt
-        self.outbox = Outbox(self.rt.db, PLATFORM)
+        self.outbox = Outbox(self.rt.db, PLATFORM)  # the console speaks for every agent
         self.out, self.err = out, err
         self.as_json = as_json
         self.interactive = interactive

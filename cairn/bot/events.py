@@ -29,6 +29,10 @@ class ChatEvent:
     the platform's id of this delivery (dedupe key); ``message_id`` is the id of the message
     itself (Slack ``ts``, Matrix event id), used to collapse double deliveries of one message.
     For reactions, ``reaction`` is the emoji name and ``target_id`` the message reacted to.
+
+    What the platform says of the author, with defaults that grant nothing: ``untrusted`` is
+    true for a guest or another bot (what they teach starts unconfirmed and ranks lower);
+    ``admin`` is true for a workspace or room admin (who may retract anyone's memory).
     """
 
     platform: str
@@ -45,6 +49,8 @@ class ChatEvent:
     reaction: str | None = None
     target_id: str | None = None
     addressed: bool = True
+    untrusted: bool = False
+    admin: bool = False
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def validated(self, max_chars: int) -> ChatEvent:

@@ -3,6 +3,10 @@
 The database's unique constraints on (tenant, event id) and (tenant, message id) are the
 dedupe of record: a retried or double-delivered event finds its row already there. The
 in-memory / Redis dedupe in :mod:`cairn.bot.dedupe` only saves the round trip.
+
+One exception: when agents have bot identities of their own, one message reaches several
+frontends, and the identity it mentions may come second. A copy addressed to an agent then
+turns the logged, unaddressed copy into that agent's work, once.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from cairn.bot.events import ChatEvent, EventType
-from cairn.db.models import AgentSession, EventKind, EventStatus, OutboundMessage
+from cairn.db.models import EventKind, EventStatus, OutboundMessage, SessionEvent
 from cairn.memory.events import EventLog, ThreadRef
 
 __all__ = ["Admission", "Ingested", "ingest"]
@@ -55,12 +59,6 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
     assert session.id is not None
     try:
         with log.db.session() as s:
-            if session.status != "open":  # a new message wakes an ended session
-                s.exec(
-                    update(AgentSession)
-                    .where(col(AgentSession.id) == session.id)
-                    .values(status="open", ended_at=None)
-                )
             row = log.append_in(
                 s,
                 session.id,
@@ -72,12 +70,53 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
                 agent=event.agent or session.agent,
                 event_ref=event.event_id or None,
                 message_ref=f"{event.channel}:{event.message_id}" if event.message_id else None,
-                data={"mentions": list(event.mentions), "addressed": event.addressed},
+                data={
+                    "mentions": list(event.mentions),
+                    "addressed": event.addressed,
+                    "untrusted": event.untrusted,
+                },
+                wake=True,  # a new message wakes an ended session
             )
     except IntegrityError:
+        if event.addressed and event.message_id:
+            upgraded = _address_logged_copy(log, event, f"{event.channel}:{event.message_id}")
+            if upgraded is not None:
+                return Ingested(Admission.QUEUED, session.id, upgraded)
         return Ingested(Admission.DUPLICATE, session.id)
     admission = Admission.QUEUED if event.addressed else Admission.IGNORED
     return Ingested(admission, session.id, row.id)
+
+
+def _address_logged_copy(log: EventLog, event: ChatEvent, message_ref: str) -> int | None:
+    """Make the logged unaddressed copy of ``event``'s message pending work for its agent.
+
+    Returns the row's id, or None when the logged copy was addressed already (a true
+    duplicate). The guarded update lets only one of two racing copies win.
+    """
+    with log.db.session() as s:
+        row = s.exec(
+            select(SessionEvent).where(
+                SessionEvent.tenant_id == event.tenant,
+                SessionEvent.message_ref == message_ref,
+                SessionEvent.kind == EventKind.MESSAGE,
+            )
+        ).first()
+        if row is None or row.data.get("addressed", True) or row.status != EventStatus.DONE:
+            return None
+        changed = s.exec(
+            update(SessionEvent)
+            .where(
+                col(SessionEvent.id) == row.id,
+                col(SessionEvent.status) == EventStatus.DONE,
+                col(SessionEvent.agent) == row.agent,  # not already taken by another copy
+            )
+            .values(
+                status=EventStatus.PENDING,
+                agent=event.agent or row.agent,
+                data={**row.data, "addressed": True},
+            )
+        )
+        return row.id if changed.rowcount else None
 
 
 def _reaction(log: EventLog, event: ChatEvent) -> Ingested:
@@ -100,12 +139,14 @@ def _reaction(log: EventLog, event: ChatEvent) -> Ingested:
                 text=event.reaction or "",
                 status=EventStatus.PENDING,
                 user=event.user,
+                agent=target.agent,  # its acknowledgement comes from the agent reacted to
                 event_ref=event.event_id or None,
                 data={
                     "emoji": event.reaction,
                     "target": event.target_id,
                     "outbound_id": target.id,
                     "removed": event.type is EventType.REACTION_REMOVED,
+                    "admin": event.admin,
                 },
             )
     except IntegrityError:

@@ -12,6 +12,7 @@ from sqlalchemy import update
 from sqlmodel import col, select
 
 from cairn.bot.events import ChatReply
+from cairn.config import Settings
 from cairn.db import Database
 from cairn.db.models import OutboundMessage, OutboundStatus, utcnow
 
@@ -35,11 +36,21 @@ def as_reply(row: OutboundMessage) -> ChatReply:
 
 
 class Outbox:
-    """Pending bot messages of one platform, oldest first."""
+    """Pending bot messages of one platform, oldest first.
 
-    def __init__(self, db: Database, platform: str) -> None:
+    With ``settings``, only the messages of the agents this process's bot identity speaks for
+    (:meth:`~cairn.config.Settings.speaks_for`): a deployment may give an agent a bot identity
+    of its own, served by its own frontend.
+    """
+
+    def __init__(self, db: Database, platform: str, settings: Settings | None = None) -> None:
         self.db = db
         self.platform = platform
+        self._only: str | None = None
+        self._skip: list[str] = []
+        if settings is not None:
+            self._only = settings.identity_agent
+            self._skip = [n for n, spec in settings.agents.items() if spec.own_identity]
 
     def pending(
         self, *, tenant: str | None = None, cause: int | None = None, limit: int = 100
@@ -52,6 +63,10 @@ class Outbox:
             )
             if tenant is not None:
                 query = query.where(OutboundMessage.tenant_id == tenant)
+            if self._only is not None:
+                query = query.where(OutboundMessage.agent == self._only)
+            elif self._skip:
+                query = query.where(col(OutboundMessage.agent).not_in(self._skip))
             if cause is not None:
                 query = query.where(OutboundMessage.cause_event_id == cause)
             return list(s.exec(query.order_by(col(OutboundMessage.id)).limit(limit)).all())

@@ -20,6 +20,7 @@ from cairn.workers.dispatch import CeleryDispatcher, Dispatcher, InProcessDispat
 from cairn.workers.periodic import (
     Ticker,
     end_idle_sessions,
+    expire_memos,
     reconcile_index,
     rotate_tiers,
     stale_sessions,
@@ -73,6 +74,7 @@ class Pipeline:
             if time.monotonic() - last_rotation[0] >= 3600:
                 last_rotation[0] = time.monotonic()
                 rotate_tiers(self.rt)
+                expire_memos(self.rt)
 
         return [
             lambda: reconcile_index(self.rt),

@@ -4,6 +4,9 @@ One bot identity can host several agents. A message that starts with a declared 
 followed by a colon or comma ("ops: is the deploy done?", "@cairn review, look at #42") goes to
 that agent, with the name removed; otherwise the agent whose ``channels`` list the channel;
 otherwise the deployment's default (CAIRN_AGENT).
+
+An agent may also have a bot identity of its own (``own_identity`` in cairn.toml): its frontend
+runs with CAIRN_AGENT set to that agent, and everything said to that identity is for it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ def route(event: ChatEvent, settings: Settings) -> ChatEvent:
     """``event`` with its ``agent`` decided (an explicit ``event.agent`` is kept)."""
     if event.agent or event.type is not EventType.MESSAGE:
         return event
+    if settings.identity_agent is not None:
+        return replace(event, agent=settings.identity_agent)
     names = settings.agent_names
     match = _ADDRESS.match(event.text)
     if match and match.group("name").lower() in names and match.group("rest").strip():

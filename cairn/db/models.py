@@ -25,6 +25,7 @@ __all__ = [
     "EventStatus",
     "MemoReceipt",
     "MemoRow",
+    "MemoryAudit",
     "MemoryOutbox",
     "MemoryRow",
     "MemoryUse",
@@ -234,6 +235,7 @@ class MemoryRow(SQLModel, table=True):
     disputes: int = Field(default=0)
     tier: str = Field(default="hot", max_length=8)
     merges: int = Field(default=0)  # near-duplicates folded into this memory
+    untrusted: bool = Field(default=False)  # written from a guest, a bot or a listed user
     retracted: bool = Field(default=False)
     retracted_at: datetime | None = Field(
         default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
@@ -252,6 +254,27 @@ class MemoryOutbox(SQLModel, table=True):
     op: str = Field(default="upsert", max_length=16)
     attempts: int = Field(default=0)
     last_error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+
+
+class MemoryAudit(SQLModel, table=True):
+    """A recorded act on a memory that changes who sees it (share, unshare), kept for good.
+
+    ``data`` holds what the act replaced (visibility, owner agent, dedupe partition), so that
+    undoing it restores the memory exactly.
+    """
+
+    __tablename__ = "memory_audit"
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant_id: str = Field(max_length=200)
+    memory_id: int = Field(foreign_key="memory.id", index=True)
+    action: str = Field(max_length=16)
+    actor: str = Field(max_length=200)  # the person or agent who did it
+    agent: str = Field(max_length=64)  # the agent in whose scope it was done
+    data: dict[str, Any] = _json()
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
     )

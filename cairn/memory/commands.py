@@ -20,6 +20,7 @@ import click
 from cairn.errors import InvalidInput, NotFound
 from cairn.memory.scope import Scope
 from cairn.memory.store import MEMORY_KINDS, Memory
+from cairn.progress import progress_bar
 
 __all__ = ["memory", "session_end"]
 
@@ -83,6 +84,8 @@ def memory() -> None:
       cairn memory search "deploy freeze" -k 10 --json
       cairn memory show 42
       cairn memory retract 42 --reason "outdated"
+      cairn memory share 42 --agent ops
+      cairn memory unshare 42 --agent ops
       cairn memory export --tenant console > console.jsonl
       cairn memory import console.jsonl
       cairn memory gc --tenant console --dry-run
@@ -177,6 +180,46 @@ def memory_retract(
         click.echo(f"retracted #{m.id}: {m.text}")
 
 
+def _share_command(action: str) -> Any:
+    @_scope_options
+    @click.option("--by", "by", default=None, help="Who does it (default: your login name).")
+    @click.option("--json", "as_json", is_flag=True, help="Print the memory and its history.")
+    @click.argument("memory_id", type=int)
+    def command(
+        memory_id: int, tenant: str | None, agent: str | None, by: str | None, as_json: bool
+    ) -> None:
+        import getpass
+
+        from cairn.memory import sharing
+
+        act = sharing.share if action == "share" else sharing.unshare
+        with _runtime(tenant, agent) as (rt, scope):
+            m = act(rt.memory, memory_id, scope, by=by or getpass.getuser())
+            if as_json:
+                owner = Scope(scope.tenant, m.agent or scope.agent)
+                audit = [
+                    {**asdict(e), "created_at": e.created_at.isoformat()}
+                    for e in sharing.history(rt.memory, m.id, owner)
+                ]
+                click.echo(json.dumps({**_as_json(m), "audit": audit}))
+            else:
+                seen = "every agent of " + m.tenant if m.visibility != "private" else m.agent
+                click.echo(f"{action}d #{m.id} (now visible to {seen}): {m.text}")
+
+    return command
+
+
+memory.command(
+    "share",
+    help="Share an agent's private memory with the team (recorded; undo with unshare).\n\n"
+    "\b\nExample:\n  cairn memory share 42 --agent ops --json",
+)(_share_command("share"))
+memory.command(
+    "unshare",
+    help="Undo the last share of a memory: it is private to its agent again, exactly as before.",
+)(_share_command("unshare"))
+
+
 @memory.command("export")
 @click.option("--tenant", required=True, help="The tenant to export (required).")
 @click.option("--agent", default=None, help="Only this agent's private memories and shared ones.")
@@ -191,15 +234,19 @@ def memory_export(tenant: str, agent: str | None, output: Path | None, live_only
     """
     from cairn.memory.portable import export_memories
 
-    with _runtime(tenant, agent) as (rt, _):
-        lines = export_memories(rt.db, tenant, agent=agent, include_retracted=not live_only)
+    # On a terminal that shows the lines themselves, a bar would only garble them.
+    quiet = output is None and sys.stdout.isatty()
+    with _runtime(tenant, agent) as (rt, _), progress_bar("exporting", quiet=quiet) as progress:
+        lines = export_memories(
+            rt.db, tenant, agent=agent, include_retracted=not live_only, progress=progress
+        )
         if output is None:
             for line in lines:
                 click.echo(line)
             return
         with output.open("w", encoding="utf-8") as f:
             count = sum(1 for line in lines if f.write(line + "\n"))
-        click.echo(f"exported {count} memories to {output}", err=True)
+    click.echo(f"exported {count} memories to {output}", err=True)
 
 
 @memory.command("import")
@@ -214,8 +261,10 @@ def memory_import(source: Any, tenant: str | None, as_json: bool) -> None:
     from cairn.memory.portable import import_memories
 
     with _runtime(tenant, None) as (rt, _):
-        report = import_memories(rt.db, source, tenant=tenant)
-        rt.memory.flush_outbox()
+        with progress_bar("importing", quiet=as_json) as progress:
+            report = import_memories(rt.db, source, tenant=tenant, progress=progress)
+        with progress_bar("indexing", quiet=as_json) as progress:
+            rt.memory.flush_outbox(progress=progress)
         if as_json:
             click.echo(json.dumps(asdict(report)))
         else:
@@ -234,8 +283,12 @@ def memory_gc(tenant: str, dry_run: bool, as_json: bool) -> None:
     from cairn.memory.tiers import collect_garbage
 
     with _runtime(tenant, None) as (rt, _):
-        report = collect_garbage(rt.db, tenant, tier_policy(rt.settings), dry_run=dry_run)
-        rt.memory.flush_outbox()
+        with progress_bar("collecting", quiet=as_json) as progress:
+            report = collect_garbage(
+                rt.db, tenant, tier_policy(rt.settings), dry_run=dry_run, progress=progress
+            )
+        with progress_bar("indexing", quiet=as_json) as progress:
+            rt.memory.flush_outbox(progress=progress)
         if as_json:
             click.echo(json.dumps(asdict(report)))
             return
@@ -243,6 +296,29 @@ def memory_gc(tenant: str, dry_run: bool, as_json: bool) -> None:
         counts = ", ".join(f"{n} {t}" for t, n in report.counts.items())
         verb = "would prune" if dry_run else "pruned"
         click.echo(f"moved: {moved}; {verb} {report.pruned}; now {counts or 'unchanged'}")
+
+
+@memory.command("reindex")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def memory_reindex(as_json: bool) -> None:
+    """Rebuild the vector index from the database: every live memory is indexed again.
+
+    For an index folder that was lost or a Qdrant collection that was dropped; `cairn memory
+    doctor --repair` does the same only when counts differ. Example:
+      cairn memory reindex --json
+    """
+    from cairn.memory.reindex import reindex
+
+    with _runtime(None, None) as (rt, _):
+        with progress_bar("reindexing", quiet=as_json) as progress:
+            report = reindex(rt.memory, progress=progress)
+        if as_json:
+            click.echo(json.dumps(asdict(report)))
+        else:
+            click.echo(
+                f"queued {report.queued} live memories, indexed {report.applied}"
+                + (f", {report.pending} left pending (see the log)" if report.pending else "")
+            )
 
 
 def tier_policy(settings: Any) -> Any:

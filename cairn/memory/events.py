@@ -33,11 +33,30 @@ class ThreadRef:
 class EventLog:
     """Sessions and their event logs in the database."""
 
+    # Sessions remembered by thread (never deleted, so an id stays right); bounded.
+    KNOWN_SESSIONS = 10000
+
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._known: dict[ThreadRef, AgentSession] = {}
 
     def open_session(self, ref: ThreadRef, agent: str) -> AgentSession:
-        """The session of ``ref``, created (with its tenant) on first use."""
+        """The session of ``ref``, created (with its tenant) on first use.
+
+        Remembered per EventLog: a frontend asks for the same threads over and over. Fields
+        that change (status, last_seq) may be stale in what it returns; the id, tenant,
+        thread and agent are not.
+        """
+        known = self._known.get(ref)
+        if known is not None:
+            return known
+        session = self._open_session(ref, agent)
+        if len(self._known) >= self.KNOWN_SESSIONS:
+            self._known.clear()
+        self._known[ref] = session
+        return session
+
+    def _open_session(self, ref: ThreadRef, agent: str) -> AgentSession:
         for _ in range(3):
             with self.db.session() as s:
                 found = s.exec(
@@ -82,12 +101,22 @@ class EventLog:
         event_ref: str | None = None,
         message_ref: str | None = None,
         data: dict[str, Any] | None = None,
+        wake: bool = False,
     ) -> SessionEvent:
-        """Append an event inside the caller's transaction and return it (id assigned)."""
+        """Append an event inside the caller's transaction and return it (id assigned).
+
+        ``wake`` also marks the session open again (a new message wakes an ended session).
+        """
+        values: dict[str, Any] = {
+            "last_seq": col(AgentSession.last_seq) + 1,
+            "updated_at": utcnow(),
+        }
+        if wake:
+            values |= {"status": "open", "ended_at": None}
         seq: int = s.exec(
             update(AgentSession)
             .where(col(AgentSession.id) == session_id)
-            .values(last_seq=col(AgentSession.last_seq) + 1, updated_at=utcnow())
+            .values(**values)
             .returning(col(AgentSession.last_seq))
         ).scalar_one()
         event = SessionEvent(
@@ -123,6 +152,20 @@ class EventLog:
                 )
                 .order_by(col(SessionEvent.seq))
             ).first()
+
+    def pending(self, session_id: int) -> list[SessionEvent]:
+        """The events of the session still waiting to be handled, oldest first."""
+        with self.db.session() as s:
+            return list(
+                s.exec(
+                    select(SessionEvent)
+                    .where(
+                        SessionEvent.session_id == session_id,
+                        SessionEvent.status == EventStatus.PENDING,
+                    )
+                    .order_by(col(SessionEvent.seq))
+                ).all()
+            )
 
     def sessions_with_pending(self) -> list[int]:
         """Ids of sessions that have events waiting (for recovery after a crash)."""

@@ -11,11 +11,15 @@ import atexit
 import contextlib
 import logging
 import threading
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from cairn.config import Settings
+from cairn.memory.periods import Period
 from cairn.memory.terms import sparse_vector
 
 __all__ = [
@@ -48,6 +52,15 @@ class IndexedMemory:
     agent: str | None
     visibility: str
     vector: list[float] | None = None  # the dense embedding, when the index has dense vectors
+    created_at: datetime | None = None  # when it was written, for questions naming a date
+
+
+def _created(item: IndexedMemory) -> dict[str, float]:
+    # Stored as epoch seconds: a float range filter is cheap in every Qdrant flavour.
+    if item.created_at is None:
+        return {}
+    when = item.created_at
+    return {"created": (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()}
 
 
 class VectorIndex(Protocol):
@@ -61,12 +74,21 @@ class VectorIndex(Protocol):
         """Remove the given memories (missing ids are ignored)."""
         ...
 
-    def search(self, query: str, tenant: str, agent: str, k: int) -> list[tuple[int, float]]:
-        """Lexical: up to ``k`` (memory id, score) pairs of ``tenant`` visible to ``agent``."""
+    def search(
+        self, query: str, tenant: str, agent: str, k: int, *, periods: Sequence[Period] = ()
+    ) -> list[tuple[int, float]]:
+        """Lexical: up to ``k`` (memory id, score) pairs of ``tenant`` visible to ``agent``,
+        only of memories written within one of ``periods`` when any are given."""
         ...
 
     def search_dense(
-        self, vector: list[float], tenant: str, agent: str, k: int
+        self,
+        vector: list[float],
+        tenant: str,
+        agent: str,
+        k: int,
+        *,
+        periods: Sequence[Period] = (),
     ) -> list[tuple[int, float]]:
         """Dense: up to ``k`` (memory id, cosine) pairs; empty when the index has no vectors."""
         ...
@@ -168,6 +190,10 @@ class QdrantIndex:
                 client.create_payload_index(name, field, models.PayloadSchemaType.KEYWORD)
             except Exception as exc:
                 log.warning("could not index payload field %s: %s", field, exc)
+        try:
+            client.create_payload_index(name, "created", models.PayloadSchemaType.FLOAT)
+        except Exception as exc:
+            log.warning("could not index payload field created: %s", exc)
 
     def _call(self, what: str, fn: Any) -> Any:
         with self._lock:
@@ -201,6 +227,7 @@ class QdrantIndex:
                         "tenant": item.tenant,
                         "agent": item.agent or "*",
                         "visibility": item.visibility,
+                        **_created(item),
                     },
                 )
             )
@@ -217,7 +244,9 @@ class QdrantIndex:
             "delete", lambda c: c.delete(self.collection, points_selector=selector, wait=True)
         )
 
-    def search(self, query: str, tenant: str, agent: str, k: int) -> list[tuple[int, float]]:
+    def search(
+        self, query: str, tenant: str, agent: str, k: int, *, periods: Sequence[Period] = ()
+    ) -> list[tuple[int, float]]:
         """Candidates of ``tenant`` that ``agent`` may see, best first."""
         from qdrant_client import models
 
@@ -225,24 +254,42 @@ class QdrantIndex:
         if not indices:
             return []
         return self._query(
-            models.SparseVector(indices=indices, values=values), SPARSE, tenant, agent, k
+            models.SparseVector(indices=indices, values=values), SPARSE, tenant, agent, k, periods
         )
 
     def search_dense(
-        self, vector: list[float], tenant: str, agent: str, k: int
+        self,
+        vector: list[float],
+        tenant: str,
+        agent: str,
+        k: int,
+        *,
+        periods: Sequence[Period] = (),
     ) -> list[tuple[int, float]]:
         """Nearest memories of ``tenant`` visible to ``agent`` by cosine, best first."""
         if self.dense_dim is None:
             return []
-        return self._query(vector, DENSE, tenant, agent, k)
+        return self._query(vector, DENSE, tenant, agent, k, periods)
 
     def _query(
-        self, query: Any, using: str, tenant: str, agent: str, k: int
+        self, query: Any, using: str, tenant: str, agent: str, k: int, periods: Sequence[Period]
     ) -> list[tuple[int, float]]:
         from qdrant_client import models
 
+        must: list[Any] = [
+            models.FieldCondition(key="tenant", match=models.MatchValue(value=tenant))
+        ]
+        if periods:
+            spans = [
+                models.FieldCondition(
+                    key="created",
+                    range=models.Range(gte=p.start.timestamp(), lt=p.end.timestamp()),
+                )
+                for p in periods
+            ]
+            must.append(models.Filter(should=spans))
         visible = models.Filter(
-            must=[models.FieldCondition(key="tenant", match=models.MatchValue(value=tenant))],
+            must=must,
             should=[
                 models.FieldCondition(key="agent", match=models.MatchValue(value=agent)),
                 models.FieldCondition(
@@ -275,6 +322,9 @@ class QdrantIndex:
 
 
 _EDGE_SHARDS: dict[Path, Any] = {}
+
+# Seconds before opening a shard is tried again after it failed (held by another process).
+_EDGE_RETRY_AFTER = 30.0
 
 
 @atexit.register
@@ -316,6 +366,7 @@ class EdgeIndex:
         self._path = path / (f"edge_d{dense_dim}" if dense_dim is not None else "edge")
         self._lock = threading.RLock()
         self._shard: Any = None
+        self._failure: tuple[float, str] | None = None  # (when, why) the last open failed
 
     @property
     def where(self) -> str:
@@ -325,6 +376,10 @@ class EdgeIndex:
     def _connect(self) -> Any:
         if self._shard is not None:
             return self._shard
+        if self._failure is not None and time.monotonic() - self._failure[0] < _EDGE_RETRY_AFTER:
+            # Opening a shard another process holds fails only after a while, with the GIL
+            # held: do not pay that on every query; recall stays lexical meanwhile.
+            raise IndexUnavailable(self._failure[1])
         try:
             import qdrant_edge as qe
 
@@ -333,14 +388,21 @@ class EdgeIndex:
                 if shard is None:
                     if (self._path / "edge_config.json").exists():
                         shard = qe.EdgeShard.load(str(self._path))
+                        with contextlib.suppress(Exception):  # shards from before dates
+                            shard.update(
+                                qe.UpdateOperation.create_field_index(
+                                    "created", qe.PayloadSchemaType.Float
+                                )
+                            )
                     else:
                         shard = self._create(qe)
                     _EDGE_SHARDS[self._path] = shard
         except Exception as exc:
-            raise IndexUnavailable(
-                f"Qdrant edge shard at {self.where} is unavailable: {exc}"
-            ) from exc
+            message = f"Qdrant edge shard at {self.where} is unavailable: {exc}"
+            self._failure = (time.monotonic(), message)
+            raise IndexUnavailable(message) from exc
         self._shard = shard
+        self._failure = None
         return shard
 
     def _create(self, qe: Any) -> Any:
@@ -357,6 +419,7 @@ class EdgeIndex:
         shard = qe.EdgeShard.create(str(self._path), config)
         for field in ("tenant", "agent", "visibility"):
             shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
+        shard.update(qe.UpdateOperation.create_field_index("created", qe.PayloadSchemaType.Float))
         return shard
 
     def _call(self, what: str, fn: Any) -> Any:
@@ -385,6 +448,7 @@ class EdgeIndex:
                 "tenant": item.tenant,
                 "agent": item.agent or "*",
                 "visibility": item.visibility,
+                **_created(item),
             }
             points.append(qe.Point(item.memory_id, vector, payload))
         self._call("upsert", lambda s: s.update(qe.UpdateOperation.upsert_points(points)))
@@ -397,37 +461,59 @@ class EdgeIndex:
             ids: list[Any] = list(memory_ids)
             self._call("delete", lambda s: s.update(qe.UpdateOperation.delete_points(ids)))
 
-    def search(self, query: str, tenant: str, agent: str, k: int) -> list[tuple[int, float]]:
+    def search(
+        self, query: str, tenant: str, agent: str, k: int, *, periods: Sequence[Period] = ()
+    ) -> list[tuple[int, float]]:
         """Lexical candidates of ``tenant`` that ``agent`` may see, best first."""
         import qdrant_edge as qe
 
         indices, values = sparse_vector(query)
         if not indices:
             return []
-        return self._query(qe.SparseVector(indices, values), SPARSE, tenant, agent, k)
+        return self._query(qe.SparseVector(indices, values), SPARSE, tenant, agent, k, periods)
 
     def search_dense(
-        self, vector: list[float], tenant: str, agent: str, k: int
+        self,
+        vector: list[float],
+        tenant: str,
+        agent: str,
+        k: int,
+        *,
+        periods: Sequence[Period] = (),
     ) -> list[tuple[int, float]]:
         """Nearest memories of ``tenant`` visible to ``agent`` by cosine, best first."""
         if self.dense_dim is None:
             return []
-        return self._query(list(vector), DENSE, tenant, agent, k)
+        return self._query(list(vector), DENSE, tenant, agent, k, periods)
 
     def _query(
-        self, query: Any, using: str, tenant: str, agent: str, k: int
+        self, query: Any, using: str, tenant: str, agent: str, k: int, periods: Sequence[Period]
     ) -> list[tuple[int, float]]:
         import qdrant_edge as qe
 
+        must: list[Any] = [qe.FieldCondition("tenant", match=qe.MatchValue(tenant))]
+        if periods:
+            spans: list[Any] = [
+                qe.FieldCondition(
+                    "created", range=qe.RangeFloat(gte=p.start.timestamp(), lt=p.end.timestamp())
+                )
+                for p in periods
+            ]
+            must.append(qe.Filter(should=spans))
         visible = qe.Filter(
-            must=[qe.FieldCondition("tenant", match=qe.MatchValue(tenant))],
+            must=must,
             should=[
                 qe.FieldCondition("agent", match=qe.MatchValue(agent)),
                 qe.FieldCondition("visibility", match=qe.MatchAny(["team", "public"])),
             ],
         )
+        # Only ids and scores: the database holds everything else, and payloads cost time.
         request = qe.QueryRequest(
-            limit=k, query=qe.Query.Nearest(query, using=using), filter=visible
+            limit=k,
+            query=qe.Query.Nearest(query, using=using),
+            filter=visible,
+            with_payload=False,
+            with_vector=False,
         )
         points = self._call("search", lambda s: s.query(request))
         return [(int(p.id), float(p.score)) for p in points]

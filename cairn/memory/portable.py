@@ -20,6 +20,7 @@ from sqlmodel import col, select
 from cairn.db import Database
 from cairn.db.models import MemoryOutbox, MemoryRow, Tenant
 from cairn.errors import InvalidInput
+from cairn.progress import ProgressCallback
 
 __all__ = ["ImportReport", "export_memories", "import_memories"]
 
@@ -36,11 +37,16 @@ class ImportReport:
 
 
 def export_memories(
-    db: Database, tenant: str, *, agent: str | None = None, include_retracted: bool = True
+    db: Database,
+    tenant: str,
+    *,
+    agent: str | None = None,
+    include_retracted: bool = True,
+    progress: ProgressCallback | None = None,
 ) -> Iterator[str]:
     """One JSON line per memory of ``tenant`` (optionally one agent's private ones and shared).
 
-    Raises InvalidInput without a tenant.
+    ``progress`` hears (lines yielded, lines in all). Raises InvalidInput without a tenant.
     """
     if not tenant:
         raise InvalidInput("export needs an explicit tenant (--tenant)")
@@ -52,8 +58,10 @@ def export_memories(
             query = query.where(col(MemoryRow.retracted).is_(False))
         rows = s.exec(query.order_by(col(MemoryRow.id))).all()
         records = [_record(r) for r in rows]
-    for record in records:
+    for done, record in enumerate(records, 1):
         yield json.dumps(record, sort_keys=True, ensure_ascii=False)
+        if progress is not None:
+            progress(done, len(records))
 
 
 def _record(row: MemoryRow) -> dict[str, Any]:
@@ -70,12 +78,17 @@ def _record(row: MemoryRow) -> dict[str, Any]:
 
 
 def import_memories(
-    db: Database, lines: Iterable[str], *, tenant: str | None = None
+    db: Database,
+    lines: Iterable[str],
+    *,
+    tenant: str | None = None,
+    progress: ProgressCallback | None = None,
 ) -> ImportReport:
     """Import JSON lines written by :func:`export_memories`.
 
-    ``tenant`` moves every record into that tenant (ids are then reassigned). Raises
-    InvalidInput naming the line of the first malformed record; nothing is imported then.
+    ``tenant`` moves every record into that tenant (ids are then reassigned). ``progress``
+    hears (records handled, records in all). Raises InvalidInput naming the line of the first
+    malformed record; nothing is imported then.
     """
     rows: list[MemoryRow] = []
     for number, line in enumerate(lines, 1):
@@ -96,7 +109,9 @@ def import_memories(
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise InvalidInput(f"line {number} is not an exported memory: {exc}") from exc
     imported = skipped = 0
-    for row in rows:
+    for done, row in enumerate(rows):
+        if progress is not None:
+            progress(done, len(rows))
         with db.session() as s:
             if s.get(Tenant, row.tenant_id) is None:
                 s.add(Tenant(id=row.tenant_id, platform=row.source_platform or "import"))
@@ -117,6 +132,8 @@ def import_memories(
             imported += 1
         except IntegrityError:
             skipped += 1
+    if progress is not None:
+        progress(len(rows), len(rows))
     if imported and db.engine.dialect.name == "postgresql":
         # Rows kept their ids: move the id sequence past them, or the next write collides.
         with db.session() as s:

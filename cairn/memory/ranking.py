@@ -31,11 +31,15 @@ class RankWeights:
     lexical: float = 0.6
     dense: float = 0.4
     context: float = 0.5
+    context_turns: int = 2
+    period: float = 0.5
     recency: float = 0.05
     validity: float = 0.1
     usefulness: float = 0.05
+    unhelpful: float = 0.85
     disputes: float = 0.1
     scope: float = 0.05
+    untrusted: float = 0.6
     warm: float = 0.9
     cold: float = 0.75
     half_life_days: float = 30.0
@@ -50,11 +54,15 @@ class RankWeights:
             lexical=s.memory_weight_lexical,
             dense=s.memory_weight_dense,
             context=s.memory_weight_context,
+            context_turns=s.memory_context_turns,
+            period=s.memory_weight_period,
             recency=s.memory_weight_recency,
             validity=s.memory_weight_validity,
             usefulness=s.memory_weight_usefulness,
+            unhelpful=s.memory_weight_unhelpful,
             disputes=s.memory_weight_disputes,
             scope=s.memory_weight_scope,
+            untrusted=s.memory_weight_untrusted,
             warm=s.memory_weight_warm,
             cold=s.memory_weight_cold,
             half_life_days=s.memory_half_life_days,
@@ -106,6 +114,7 @@ class Standing:
     disputes: int
     tier: str
     same_place: bool  # written in the channel or thread the question comes from
+    untrusted: bool = False  # from an untrusted author and not yet confirmed by a person
 
 
 def modifier(w: RankWeights, standing: Standing, now: datetime) -> float:
@@ -113,11 +122,20 @@ def modifier(w: RankWeights, standing: Standing, now: datetime) -> float:
     fresh = decay(standing.last_touched, now, w.half_life_days)
     factor = 1.0 - w.recency + w.recency * fresh
     factor *= 1.0 + w.validity * math.tanh(standing.validity)
-    factor *= 1.0 + w.usefulness * math.tanh(standing.usefulness)
+    if standing.usefulness >= 0:
+        factor *= 1.0 + w.usefulness * math.tanh(standing.usefulness)
+    else:
+        # Asymmetric on purpose: praise nudges, while each net "not useful" multiplies the rank
+        # by 1 - unhelpful. At the default 0.85 two of them leave a memory at 0.0225 of its
+        # relevance: below any untouched candidate a retriever proposed (fusion gives the last
+        # one 0.1 of a weight of at least 0.4), so it leaves the top 5 (cairn bench feedback).
+        factor *= math.pow(1.0 - w.unhelpful, min(-standing.usefulness, 10.0))
     factor /= 1.0 + w.disputes * max(0, standing.disputes)
     factor *= {"warm": w.warm, "cold": w.cold}.get(standing.tier, 1.0)
     if standing.same_place:
         factor *= 1.0 + w.scope
+    if standing.untrusted:
+        factor *= w.untrusted
     return max(factor, 0.0)
 
 

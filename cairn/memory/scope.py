@@ -43,10 +43,15 @@ class Scope:
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """Where a memory came from, kept for audit and for "who may retract"."""
+    """Where a memory came from, kept for audit and for "who may retract".
+
+    ``untrusted`` marks an author whose word counts for less until a person confirms it
+    (a guest, another bot, a configured user): such memories start unconfirmed and rank lower.
+    """
 
     platform: str = ""
     channel: str = ""
     thread: str = ""
     message: str = ""
     author: str = ""
+    untrusted: bool = False

@@ -11,12 +11,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, and_, delete, func, or_, update
+from sqlalchemy import ColumnElement, Connection, Row, and_, bindparam, delete, func, or_, update
+from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
@@ -26,6 +27,7 @@ from cairn.db.models import MemoryOutbox, MemoryRow, Tenant, utcnow
 from cairn.errors import InvalidInput, NotFound
 from cairn.memory.embed import Embedder
 from cairn.memory.index import IndexedMemory, IndexUnavailable, VectorIndex
+from cairn.memory.periods import Period, mentioned_periods, without_dates
 from cairn.memory.ranking import (
     RankWeights,
     Standing,
@@ -81,10 +83,11 @@ class Memory:
     updated_at: datetime | None = None
     last_recalled_at: datetime | None = None
     merges: int = 0
+    untrusted: bool = False
 
     @classmethod
-    def from_row(cls, row: MemoryRow) -> Memory:
-        """Copy the fields of ``row``."""
+    def from_row(cls, row: MemoryRow | Row[Any]) -> Memory:
+        """Copy the fields of ``row`` (a model, or a row selected from the memory table)."""
         assert row.id is not None
         return cls(
             id=row.id,
@@ -106,6 +109,7 @@ class Memory:
             updated_at=row.updated_at,
             last_recalled_at=row.last_recalled_at,
             merges=row.merges,
+            untrusted=row.untrusted,
         )
 
 
@@ -183,6 +187,8 @@ class MemoryStore:
         self.weights = weights or RankWeights()
         self.default_k = default_k
         self._vectors: dict[int, list[float]] = {}  # embedded at write, handed to the outbox
+        self._statements: dict[tuple[Scope, str], Any] = {}  # see _statement
+        self._tenants: set[str] = set()  # known to exist in the database
 
     @classmethod
     def from_settings(cls, db: Database, settings: Settings, *, index: bool = True) -> MemoryStore:
@@ -275,6 +281,7 @@ class MemoryStore:
                     source_thread=source.thread,
                     source_message=source.message,
                     author=source.author,
+                    untrusted=source.untrusted,
                 )
                 if created_at is not None:
                     row.created_at = row.updated_at = created_at
@@ -370,14 +377,20 @@ class MemoryStore:
         return memory
 
     def _ensure_tenant(self, tenant: str, platform: str) -> None:
+        # Tenants are never deleted, so one found or created stays known (a lookup per write
+        # cost a fifth of the write path).
+        if tenant in self._tenants:
+            return
         with self.db.session() as s:
             if s.get(Tenant, tenant) is not None:
+                self._tenants.add(tenant)
                 return
         try:
             with self.db.session() as s:
                 s.add(Tenant(id=tenant, platform=platform or tenant.split(":")[0]))
         except IntegrityError:
             pass  # another writer created it first
+        self._tenants.add(tenant)
 
     def retract(self, memory_id: int, scope: Scope, *, by: str, reason: str = "") -> Memory:
         """Tombstone a memory visible in ``scope``; it is kept for audit but never recalled.
@@ -464,22 +477,37 @@ class MemoryStore:
             return [Memory.from_row(r) for r in rows]
 
     def candidates(
-        self, query: str, scope: Scope, n: int, *, vector: Sequence[float] | None = None
+        self,
+        query: str,
+        scope: Scope,
+        n: int,
+        *,
+        vector: Sequence[float] | None = None,
+        periods: Sequence[Period] = (),
     ) -> Candidates:
         """Up to ``n`` lexical and ``n`` dense candidates for ``query`` in ``scope``.
 
         Candidates are proposals only: :meth:`recall` re-reads them through :func:`visible_to`.
         A dead index degrades to lexical search in the database, logged as a warning.
-        ``vector`` is the query's embedding when the caller has it already.
+        ``vector`` is the query's embedding when the caller has it already. ``periods`` adds
+        up to ``n`` more of each from memories written within those periods.
         """
         if self.index is not None:
             try:
                 lexical = self.index.search(query, scope.tenant, scope.agent, n)
+                if periods:
+                    within = self.index.search(query, scope.tenant, scope.agent, n, periods=periods)
+                    lexical = _merged(lexical, within)
                 dense: list[tuple[int, float]] = []
                 if vector is None and self.embedder is not None:
                     vector = [float(x) for x in self.embedder.embed([query])[0]]
                 if vector is not None:
                     dense = self.index.search_dense(list(vector), scope.tenant, scope.agent, n)
+                    if periods:
+                        within = self.index.search_dense(
+                            list(vector), scope.tenant, scope.agent, n, periods=periods
+                        )
+                        dense = _merged(dense, within)
                 return Candidates(lexical, dense)
             except IndexUnavailable as exc:
                 log.warning("vector index unavailable, recalling lexically: %s", exc)
@@ -497,16 +525,20 @@ class MemoryStore:
     ) -> list[Recalled]:
         """The memories in ``scope`` most relevant to ``query``, best first, never retracted.
 
-        Lexical and dense candidates are fused by rank, episodic turns borrow relevance from
-        their neighbours in the conversation, and the result is weighted by recency, validity,
-        usefulness, disputes, tier and scope (see :mod:`cairn.memory.ranking`). ``touch``
+        Lexical and dense candidates are fused (see :mod:`cairn.memory.ranking`); memories
+        written within a date the query names ("on 9 November, 2022") are preferred; episodic
+        turns borrow relevance from the turns around them in the conversation; and the result
+        is weighted by recency, validity, usefulness, disputes, tier and scope. ``touch``
         counts the recall on the returned memories; ``now`` is the clock for recency;
         ``vector`` is the query's embedding when the caller has it already.
         """
         k = k or self.default_k
-        pool = max(self.weights.pool, 4 * k)
-        found = self.candidates(query, scope, pool, vector=vector)
         w = self.weights
+        periods = mentioned_periods(query) if w.period > 0 else ()
+        pool = max(w.pool, 4 * k)
+        # A date the query names becomes a period; the rest of the query is what to look for.
+        search = (without_dates(query) or query) if periods else query
+        found = self.candidates(search, scope, pool, vector=vector, periods=periods)
         if w.fusion == "score":
             fused = fuse_scores([(w.lexical, found.lexical), (w.dense, found.dense)])
         else:
@@ -519,67 +551,104 @@ class MemoryStore:
         if not fused:
             return []
         # Only the best fused candidates go on to the database: re-reading rows dominates the
-        # latency of recall, and weighting nudges rather than reorders wholesale.
-        fused = dict(sorted(fused.items(), key=lambda kv: -kv[1])[: max(4 * k, 20)])
+        # latency of recall, and weighting nudges rather than reorders wholesale. A dated query
+        # reads them all, since the date may lift one from far down the list.
+        best = max(4 * k, 20)
+        ids = sorted(fused, key=lambda mid: -fused[mid])
         now = now or utcnow()
-        with self.db.session() as s:
-            neighbours = self._neighbours(s, list(fused), scope) if w.context > 0 else {}
-            scores = neighbours_boost(fused, neighbours, w.context)
-            rows = s.exec(
-                select(MemoryRow).where(
-                    col(MemoryRow.id).in_(list(scores)),
-                    visible_to(scope, by_id=True),
-                    col(MemoryRow.retracted).is_(False),
+        with self.db.engine.connect() as conn:
+            rows = {
+                r.id: r
+                for r in conn.execute(
+                    self._statement(scope, "rows"), {"ids": ids if periods else ids[:best]}
                 )
-            ).all()
-            weighted = {
-                r.id or 0: scores[r.id or 0] * modifier(w, _standing(r, scope), now) for r in rows
             }
-            ranked = sorted(rows, key=lambda r: (-weighted[r.id or 0], -(r.id or 0)))[:k]
-            ids = [r.id for r in ranked]
-            if ids and touch:
-                s.exec(
+            if periods:
+                fused = {
+                    mid: score * (1.0 + w.period) if _within(rows[mid], periods) else score
+                    for mid, score in fused.items()
+                    if mid in rows
+                }
+            fused = dict(sorted(fused.items(), key=lambda kv: -kv[1])[:best])
+            rows = {mid: rows[mid] for mid in fused if mid in rows}
+            scores = fused
+            if w.context > 0 and w.context_turns > 0:
+                neighbours = self._neighbours(conn, scope, rows, w.context_turns)
+                scores = neighbours_boost(fused, neighbours, w.context)
+            weighted = {
+                mid: scores[mid] * modifier(w, _standing(row, scope), now)
+                for mid, row in rows.items()
+                if mid in scores
+            }
+            ranked = sorted(weighted, key=lambda mid: (-weighted[mid], -mid))[:k]
+            if ranked and touch:
+                conn.execute(
                     update(MemoryRow)
-                    .where(col(MemoryRow.id).in_(ids))
+                    .where(col(MemoryRow.id).in_(ranked))
                     .values(recall_count=MemoryRow.recall_count + 1, last_recalled_at=now)
                 )
-            return [Recalled(Memory.from_row(r), weighted[r.id or 0]) for r in ranked]
+                conn.commit()
+            return [Recalled(Memory.from_row(rows[mid]), weighted[mid]) for mid in ranked]
 
-    def _neighbours(self, s: Any, ids: Sequence[int], scope: Scope) -> dict[int, list[int]]:
-        """For episodic candidates: the turns just before and after them in the same thread."""
-        rows = s.exec(
-            select(MemoryRow.id, MemoryRow.source_thread).where(
-                col(MemoryRow.id).in_(ids),
-                MemoryRow.kind == "episode",
-                visible_to(scope, by_id=True),
-            )
-        ).all()
-        if not rows:
-            return {}
-        threads = {t for _, t in rows if t}
-        near = {i + d for i, _ in rows for d in (-2, -1, 1, 2)}
-        around = s.exec(
-            select(MemoryRow.id, MemoryRow.source_thread).where(
-                col(MemoryRow.id).in_(near),
-                col(MemoryRow.source_thread).in_(threads),
-                MemoryRow.kind == "episode",
+    def _statement(self, scope: Scope, which: str) -> Any:
+        """The (cached) select of whole memory rows recall runs for ``scope``.
+
+        ``rows`` takes ``ids``; ``near`` takes ``ids`` and ``threads`` and keeps episodic turns
+        of those threads. Building a statement costs more than running it, so each is built
+        once per scope, with the ids as parameters.
+        """
+        key = (scope, which)
+        statement = self._statements.get(key)
+        if statement is None:
+            conditions = [
+                col(MemoryRow.id).in_(bindparam("ids", expanding=True)),
                 visible_to(scope, by_id=True),
                 col(MemoryRow.retracted).is_(False),
-            )
-        ).all()
+            ]
+            if which == "near":
+                conditions += [
+                    col(MemoryRow.source_thread).in_(bindparam("threads", expanding=True)),
+                    col(MemoryRow.kind) == "episode",
+                ]
+            statement = sa_select(MemoryRow.__table__).where(*conditions)  # type: ignore[attr-defined]
+            if len(self._statements) >= 512:
+                self._statements.clear()
+            self._statements[key] = statement
+        return statement
+
+    def _neighbours(
+        self, conn: Connection, scope: Scope, rows: dict[int, Any], turns: int
+    ) -> dict[int, list[int]]:
+        """For episodic candidates: up to ``turns`` turns before and after each in its thread.
+
+        Adds the rows of those turns to ``rows``. Turns of one thread are written in order, so
+        they sit close together by id; ids within twice ``turns`` are looked at, which allows
+        for turns of other threads written in between.
+        """
+        episodic = [r for r in rows.values() if r.kind == "episode" and r.source_thread]
+        if not episodic:
+            return {}
+        span = 2 * turns
+        near = {r.id + d for r in episodic for d in range(-span, span + 1)} - set(rows)
+        threads = sorted({r.source_thread for r in episodic})
+        if near:
+            for r in conn.execute(
+                self._statement(scope, "near"), {"ids": sorted(near), "threads": threads}
+            ):
+                rows.setdefault(r.id, r)
         by_thread: dict[str, list[int]] = {}
-        for mid, thread in [*rows, *around]:
-            by_thread.setdefault(thread, []).append(mid)
+        for r in rows.values():
+            if r.kind == "episode" and r.source_thread:
+                by_thread.setdefault(r.source_thread, []).append(r.id)
+        for same in by_thread.values():
+            same.sort()
         result: dict[int, list[int]] = {}
-        for mid, thread in rows:
-            if not thread:
-                continue
-            same = sorted(set(by_thread[thread]))
-            at = same.index(mid)
-            adjacent = same[max(0, at - 1) : at] + same[at + 1 : at + 2]
-            for other in adjacent:
-                result.setdefault(mid, []).append(other)
-                result.setdefault(other, []).append(mid)
+        for r in episodic:
+            same = by_thread[r.source_thread]
+            at = same.index(r.id)
+            for other in same[max(0, at - turns) : at] + same[at + 1 : at + 1 + turns]:
+                result.setdefault(r.id, []).append(other)
+                result.setdefault(other, []).append(r.id)
         return result
 
     def _lexical(self, query: str, scope: Scope, k: int) -> list[tuple[int, float]]:
@@ -604,19 +673,26 @@ class MemoryStore:
 
     # --- the index outbox ---------------------------------------------------------------
 
-    def flush_outbox(self, limit: int = 500) -> int:
+    def flush_outbox(
+        self, limit: int = 500, progress: Callable[[int, int], None] | None = None
+    ) -> int:
         """Apply pending index work; returns how many entries were applied.
 
         Embeds what the write path did not, then upserts and deletes in the index. Leaves the
         entries in place (with the error recorded) when the index or the embedder fails, so
-        that a later call, at start or on schedule, replays them.
+        that a later call, at start or on schedule, replays them. ``progress`` hears
+        (entries applied, entries that were pending) after each batch.
         """
         if self.index is None:
             return 0
+        total = self.pending_outbox() if progress is not None else 0
         applied = 0
         while True:
             done = self._flush_batch(limit)
             applied += max(done, 0)
+            if progress is not None:
+                total = max(total, applied)
+                progress(applied, total)
             if done < limit:
                 return applied
 
@@ -643,7 +719,15 @@ class MemoryStore:
         try:
             vectors = self._vectors_for(live)
             upserts = [
-                IndexedMemory(m.id or 0, m.text, m.tenant_id, m.agent, m.visibility, vector=v)
+                IndexedMemory(
+                    m.id or 0,
+                    m.text,
+                    m.tenant_id,
+                    m.agent,
+                    m.visibility,
+                    vector=v,
+                    created_at=m.created_at,
+                )
                 for m, v in zip(live, vectors, strict=True)
             ]
             self.index.upsert(upserts)
@@ -731,8 +815,23 @@ def _tombstone(row: MemoryRow, by: str, reason: str) -> None:
     row.updated_at = utcnow()
 
 
-def _standing(row: MemoryRow, scope: Scope) -> Standing:
-    touched = max(_aware(row.created_at), _aware(row.last_recalled_at or row.created_at))
+def _merged(*lists: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """Candidate lists joined, each id at its best score, best first."""
+    best: dict[int, float] = {}
+    for pairs in lists:
+        for mid, score in pairs:
+            best[mid] = max(score, best.get(mid, score))
+    return sorted(best.items(), key=lambda pair: -pair[1])
+
+
+def _within(row: Any, periods: Sequence[Period]) -> bool:
+    return any(row.created_at in period for period in periods)
+
+
+def _standing(row: MemoryRow | Any, scope: Scope) -> Standing:
+    created, recalled = row.created_at, row.last_recalled_at
+    # Both come from one database, so both are naive (SQLite) or both aware: compare first.
+    touched = _aware(recalled if recalled is not None and recalled > created else created)
     same_place = bool(
         (scope.thread and row.thread_ref == scope.thread)
         or (scope.channel and row.channel == scope.channel)
@@ -744,6 +843,7 @@ def _standing(row: MemoryRow, scope: Scope) -> Standing:
         disputes=row.disputes,
         tier=row.tier,
         same_place=same_place,
+        untrusted=row.untrusted and not row.confirmed,
     )
 
 

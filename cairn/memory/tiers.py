@@ -20,6 +20,7 @@ from cairn.db import Database
 from cairn.db.models import MemoryOutbox, MemoryRow, utcnow
 from cairn.errors import InvalidInput
 from cairn.memory.ranking import decay
+from cairn.progress import ProgressCallback
 
 __all__ = ["TierPolicy", "TierReport", "collect_garbage", "rotate_tiers", "standing_score"]
 
@@ -56,11 +57,17 @@ def standing_score(row: MemoryRow, now: datetime, half_life_days: float) -> floa
 
 
 def rotate_tiers(
-    db: Database, tenant: str, policy: TierPolicy, *, now: datetime | None = None
+    db: Database,
+    tenant: str,
+    policy: TierPolicy,
+    *,
+    now: datetime | None = None,
+    progress: ProgressCallback | None = None,
 ) -> TierReport:
     """Move the live memories of ``tenant`` to the tier their score and the budgets allow.
 
-    Raises InvalidInput when ``tenant`` is empty: rotation is always scoped to one tenant.
+    ``progress`` hears (memories placed, live memories). Raises InvalidInput when ``tenant``
+    is empty: rotation is always scoped to one tenant.
     """
     if not tenant:
         raise InvalidInput("tier rotation needs a tenant")
@@ -89,11 +96,13 @@ def rotate_tiers(
             hot += tier == "hot"
             warm += tier == "warm"
             wanted[row.id or 0] = tier
-        for row in rows:
+        for done, row in enumerate(rows, 1):
             tier = wanted[row.id or 0]
             if row.tier != tier:
                 moved[tier] += 1
                 s.exec(update(MemoryRow).where(col(MemoryRow.id) == row.id).values(tier=tier))
+            if progress is not None:
+                progress(done, len(rows))
         counts = dict.fromkeys(TIERS, 0)
         for tier in wanted.values():
             counts[tier] += 1
@@ -107,15 +116,20 @@ def collect_garbage(
     *,
     now: datetime | None = None,
     dry_run: bool = False,
+    progress: ProgressCallback | None = None,
 ) -> TierReport:
     """Rotate tiers, then tombstone stale cold memories of ``tenant``.
+
+    ``progress`` hears (memories handled, memories to handle): those placed in a tier, then
+    those pruned; the total grows once the stale ones are known.
 
     A memory is pruned only when it is cold, unconfirmed, has no usefulness, and was neither
     created nor recalled within CAIRN_MEMORY_PRUNE_AFTER_DAYS. Pruning is a retraction with the
     reason recorded (kept for audit), never a delete. ``dry_run`` reports without changing.
     """
     now = now or utcnow()
-    report = rotate_tiers(db, tenant, policy, now=now) if not dry_run else None
+    report = rotate_tiers(db, tenant, policy, now=now, progress=progress) if not dry_run else None
+    placed = sum(report.counts.values()) if report is not None else 0
     cutoff = now - timedelta(days=policy.prune_after_days)
     with db.session() as s:
         stale = [
@@ -133,7 +147,9 @@ def collect_garbage(
             and (r.tier == "cold" or dry_run)
         ]
         if not dry_run:
-            for row in stale:
+            for done, row in enumerate(stale, 1):
+                if progress is not None:
+                    progress(placed + done, placed + len(stale))
                 row.retracted = True
                 row.retracted_at = now
                 row.retracted_by = "gc"
@@ -143,6 +159,8 @@ def collect_garbage(
                 row.updated_at = now
                 s.add(row)
                 s.add(MemoryOutbox(memory_id=row.id or 0, op="delete"))
+    if progress is not None:
+        progress(placed + len(stale), placed + len(stale))
     if report is None:
         return TierReport(moved=dict.fromkeys(TIERS, 0), pruned=len(stale), counts={})
     return TierReport(moved=report.moved, pruned=len(stale), counts=report.counts)

@@ -22,6 +22,7 @@ __all__ = [
     "InProcessWorkingMemory",
     "Pad",
     "RedisWorkingMemory",
+    "Scratchpad",
     "WorkingMemory",
     "build_working_memory",
 ]
@@ -162,3 +163,23 @@ def build_working_memory(client: redis.Redis[bytes] | None, ttl: float) -> Worki
     if client is not None:
         return RedisWorkingMemory(client, ttl)
     return InProcessWorkingMemory(ttl)
+
+
+@dataclass(frozen=True, slots=True)
+class Scratchpad:
+    """One pad of a working memory, as the tools of a turn use it."""
+
+    memory: WorkingMemory
+    pad: Pad
+
+    def write(self, key: str, value: str) -> None:
+        """Store ``value`` under ``key``; raises InvalidInput for a bad key or value."""
+        self.memory.set(self.pad, key, value)
+
+    def read(self, key: str) -> str | None:
+        """The value under ``key``, or None."""
+        return self.memory.get(self.pad, key)
+
+    def entries(self) -> dict[str, str]:
+        """Every live key and value."""
+        return self.memory.items(self.pad)

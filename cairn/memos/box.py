@@ -1,16 +1,17 @@
 """Memos between agents: durable notes to one agent or to all agents of a tenant.
 
 A memo has a priority and an optional expiry; each recipient has its own read and acknowledged
-state. Expired memos are never delivered, but they are kept.
+state. Expired memos are never delivered; upkeep deletes them CAIRN_MEMO_KEEP_EXPIRED seconds
+after they expire.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import or_
+from sqlalchemy import delete, or_
 from sqlmodel import col, select
 
 from cairn.bot.events import clean_text
@@ -114,6 +115,8 @@ class MemoBox:
                 )
                 .order_by(col(MemoRow.priority).desc(), col(MemoRow.id))
             ).all()
+            if not rows:
+                return []
             receipts = {
                 r.memo_id: r
                 for r in s.exec(
@@ -144,6 +147,27 @@ class MemoBox:
             m for m in self.inbox(tenant, agent, include_acknowledged=True) if m.id == memo_id
         ]
         return memo
+
+    def purge_expired(self, *, older_than: timedelta, now: datetime | None = None) -> int:
+        """Delete memos whose expiry passed more than ``older_than`` ago, with their receipts.
+
+        An expired memo is already never delivered; this keeps the memo table from growing
+        without end. Returns how many memos were deleted, in every tenant.
+        """
+        cutoff = (now or utcnow()) - older_than
+        with self.db.session() as s:
+            expired = list(
+                s.exec(
+                    select(MemoRow.id).where(
+                        col(MemoRow.expires_at).is_not(None), col(MemoRow.expires_at) < cutoff
+                    )
+                ).all()
+            )
+            if not expired:
+                return 0
+            s.exec(delete(MemoReceipt).where(col(MemoReceipt.memo_id).in_(expired)))
+            s.exec(delete(MemoRow).where(col(MemoRow.id).in_(expired)))
+        return len(expired)
 
     def _receipt(self, tenant: str, agent: str, memo_ids: list[int], *, acknowledge: bool) -> None:
         now = utcnow()

@@ -6,8 +6,11 @@ Without CAIRN_BROKER_URL the same tasks run in-process (see :mod:`cairn.workers.
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 
 from celery import Celery
+from celery.signals import worker_process_init, worker_process_shutdown
 
 from cairn.config import Settings, get_settings
 from cairn.errors import ConfigError
@@ -33,6 +36,12 @@ def configure_celery(settings: Settings) -> Celery:
         worker_hijack_root_logger=False,
         task_default_queue="cairn",
         broker_transport_options={"visibility_timeout": 3600},
+        # kombu's Redis transport, minus a client built per message (see cairn.workers.broker).
+        broker_transport=(
+            "cairn.workers.broker:Transport"
+            if (settings.broker_url or "").startswith(("redis://", "rediss://"))
+            else None
+        ),
         beat_schedule={
             "reconcile-index": {
                 "task": "cairn.reconcile_index",
@@ -40,6 +49,7 @@ def configure_celery(settings: Settings) -> Celery:
             },
             "requeue-stale": {"task": "cairn.requeue_stale", "schedule": settings.beat_interval},
             "rotate-tiers": {"task": "cairn.rotate_tiers", "schedule": 3600.0},
+            "expire-memos": {"task": "cairn.expire_memos", "schedule": 3600.0},
             "end-idle-sessions": {
                 "task": "cairn.end_idle_sessions",
                 "schedule": max(settings.beat_interval, 300.0),
@@ -47,6 +57,25 @@ def configure_celery(settings: Settings) -> Celery:
         },
     )
     return app
+
+
+@worker_process_init.connect  # type: ignore[untyped-decorator,unused-ignore]
+def _warm_up(**_: object) -> None:
+    """Build a forked pool child's runtime (model, stores) before it takes its first task."""
+    from cairn.runtime import get_runtime
+
+    try:
+        get_runtime()
+    except Exception:  # the first task raises it again, where it is reported and retried
+        logging.getLogger(__name__).exception("could not prepare this worker's runtime")
+
+
+@worker_process_shutdown.connect  # type: ignore[untyped-decorator,unused-ignore]
+def _exited(pid: int | None = None, **_: object) -> None:
+    """Let /metrics drop a pool child's live-only series (multiprocess mode)."""
+    from cairn.metrics import process_exited
+
+    process_exited(pid or os.getpid())
 
 
 # `cairn` commands report a bad setting themselves; a bare `celery -A` run fails later with the

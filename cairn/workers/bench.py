@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -70,9 +71,12 @@ def run_mode(
     workers: int,
     broker_url: str | None,
     home: Path,
+    database_url: str | None = None,
+    senders: int = 1,
     timeout: float = 600.0,
 ) -> PipelineFigures:
-    """Send ``threads`` x ``messages`` messages and measure how they came back."""
+    """Send ``threads`` x ``messages`` messages from ``senders`` concurrent senders and
+    measure how they came back."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "ANTHROPIC_"))} | {
         "CAIRN_HOME": str(home),
         "CAIRN_LLM": "offline",
@@ -80,6 +84,8 @@ def run_mode(
     }
     if broker_url:
         env["CAIRN_BROKER_URL"] = broker_url
+    if database_url:
+        env["CAIRN_DATABASE_URL"] = database_url
     overrides = {k: v for k, v in env.items() if k.startswith("CAIRN_")}
     settings = load_settings(**overrides)
     procs: list[subprocess.Popen[bytes]] = []
@@ -101,19 +107,15 @@ def run_mode(
         if procs:
             _wait_ready(settings, procs, logs)
         total = threads * messages
-        for m in range(messages):
-            for t in range(threads):
-                pipeline.accept(
-                    ChatEvent(
-                        platform="bench",
-                        tenant="bench",
-                        channel="bench",
-                        thread=f"t{t}",
-                        user="bench",
-                        text=f"hello {m}",
-                        event_id=uuid.uuid4().hex,
-                    )
-                )
+        # Like an HTTP frontend serving requests at once: several senders, each with its own
+        # chat threads, whose messages it sends in order (so per-thread order is defined).
+        with ThreadPoolExecutor(max_workers=senders, thread_name_prefix="bench-sender") as pool:
+            sent = [
+                pool.submit(_send, pipeline, range(k, threads, senders), messages)
+                for k in range(senders)
+            ]
+            for future in sent:
+                future.result()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and _pending(pipeline) > 0:
             time.sleep(0.1)
@@ -127,6 +129,22 @@ def run_mode(
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
         pipeline.close()
+
+
+def _send(pipeline: Pipeline, threads: range, messages: int) -> None:
+    for m in range(messages):
+        for t in threads:
+            pipeline.accept(
+                ChatEvent(
+                    platform="bench",
+                    tenant="bench",
+                    channel="bench",
+                    thread=f"t{t}",
+                    user="bench",
+                    text=f"hello {m}",
+                    event_id=uuid.uuid4().hex,
+                )
+            )
 
 
 def _pending(pipeline: Pipeline) -> int:
@@ -179,7 +197,9 @@ def _figures(pipeline: Pipeline, total: int) -> PipelineFigures:
     )
 
 
-def bench_pipeline(threads: int, messages: int, workers: int, redis_url: str) -> dict[str, Any]:
+def bench_pipeline(
+    threads: int, messages: int, workers: int, redis_url: str, senders: int = 1
+) -> dict[str, Any]:
     """Both modes, side by side, each on a fresh CAIRN_HOME (SQLite) and a flushed Redis DB."""
     client = redis.Redis.from_url(redis_url)
     try:
@@ -195,6 +215,7 @@ def bench_pipeline(threads: int, messages: int, workers: int, redis_url: str) ->
                 workers=workers,
                 broker_url=broker,
                 home=Path(home),
+                senders=senders,
             )
             results[mode] = asdict(figures)
     client.flushdb()
@@ -206,6 +227,12 @@ def bench_pipeline(threads: int, messages: int, workers: int, redis_url: str) ->
 @click.option("--messages", default=10, show_default=True, help="Messages per thread.")
 @click.option("--workers", default=2, show_default=True, help="`cairn worker` processes.")
 @click.option(
+    "--senders",
+    default=1,
+    show_default=True,
+    help="Concurrent senders, as an HTTP frontend serves requests (each owns some threads).",
+)
+@click.option(
     "--redis-url",
     default="redis://127.0.0.1:6379/14",
     show_default=True,
@@ -213,7 +240,7 @@ def bench_pipeline(threads: int, messages: int, workers: int, redis_url: str) ->
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def pipeline_command(
-    threads: int, messages: int, workers: int, redis_url: str, as_json: bool
+    threads: int, messages: int, workers: int, senders: int, redis_url: str, as_json: bool
 ) -> None:
     """Measure the message path: Redis + Celery workers, and the in-process default.
 
@@ -224,7 +251,7 @@ def pipeline_command(
       cairn bench pipeline --threads 50 --messages 4 --json
     """
     try:
-        results = bench_pipeline(threads, messages, workers, redis_url)
+        results = bench_pipeline(threads, messages, workers, redis_url, senders=max(1, senders))
     except CairnError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:

@@ -56,7 +56,8 @@ def apply_reaction(
     if existing is not None and existing.removed_at is None:
         return "ack", f":{emoji}: already counted"  # the same person reacting twice counts once
     memories = [m for u in uses if (m := rt.memory.get(u.memory_id, scope)) is not None]
-    actions = _plan(rt, effect, outbound.kind, memories, event.user)
+    admin = event.data.get("admin") is True  # a workspace or room admin, as the platform says
+    actions = _plan(rt, effect, outbound.kind, memories, event.user, admin=admin)
     for memory_id, action in actions:
         _do(rt, scope, memory_id, action, event.user)
     with rt.db.session() as s:
@@ -81,17 +82,20 @@ def apply_reaction(
 
 
 def _plan(
-    rt: Runtime, effect: str, kind: str, memories: list[Memory], user: str
+    rt: Runtime, effect: str, kind: str, memories: list[Memory], user: str, *, admin: bool
 ) -> list[tuple[int, str]]:
     live = [m for m in memories if not m.retracted]
     if effect == "retract" and kind != "notice":
         effect = "not_useful"  # a cross on an answer says it didn't help, not "delete it all"
     if effect == "retract":
-        return [(m.id, "retract" if _may_retract(rt, m, user) else "dispute") for m in live]
+        return [
+            (m.id, "retract" if admin or _may_retract(rt, m, user) else "dispute") for m in live
+        ]
     return [(m.id, effect) for m in live]
 
 
 def _may_retract(rt: Runtime, memory: Memory, user: str) -> bool:
+    """The author and the configured admins (CAIRN_ADMINS); platform admins are checked apart."""
     return not memory.author or memory.author == user or user in rt.settings.admins
 
 

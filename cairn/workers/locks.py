@@ -12,7 +12,7 @@ from typing import Protocol
 import redis
 from redis.lock import Lock
 
-from cairn.errors import QueueError
+from cairn.errors import QueueError, SessionBusy
 
 __all__ = ["LocalLocks", "RedisLocks", "SessionLocks"]
 
@@ -23,7 +23,11 @@ class SessionLocks(Protocol):
     """Mutual exclusion per key, across whatever shares work (threads or machines)."""
 
     def hold(self, key: str, *, wait: float) -> AbstractContextManager[None]:
-        """Hold the lock for ``key`` for the block; raises QueueError after ``wait`` seconds."""
+        """Hold the lock for ``key`` for the block.
+
+        Raises SessionBusy when another holder keeps it for ``wait`` seconds (``wait=0``: one
+        attempt), QueueError when the lock service cannot be reached.
+        """
         ...
 
 
@@ -40,7 +44,7 @@ class LocalLocks:
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
         if not lock.acquire(timeout=wait):
-            raise QueueError(f"session {key} is still busy after {wait:.0f}s")
+            raise SessionBusy(f"session {key} is still busy after {wait:.0f}s")
         try:
             yield
         finally:
@@ -70,7 +74,7 @@ class RedisLocks:
         except redis.RedisError as exc:
             raise QueueError(f"cannot take the session lock in Redis: {exc}") from exc
         if not acquired:
-            raise QueueError(f"session {key} is still busy after {wait:.0f}s")
+            raise SessionBusy(f"session {key} is still busy after {wait:.0f}s")
         released = threading.Event()
         heartbeat = threading.Thread(
             target=self._renew, args=(lock, released), name=f"lock-{key}", daemon=True

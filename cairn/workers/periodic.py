@@ -5,7 +5,8 @@
   broker lost a message): the session lock and the event states make this harmless;
 - end sessions idle for longer than CAIRN_SESSION_IDLE, running the session-end hooks (learning
   extraction) for each;
-- decay and tier rotation of long-term memory, with rule-based garbage collection.
+- decay and tier rotation of long-term memory, with rule-based garbage collection;
+- memo expiry: memos past their expiry by CAIRN_MEMO_KEEP_EXPIRED are deleted.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from cairn.db.models import AgentSession, EventStatus, SessionEvent, Tenant, utc
 from cairn.memory.commands import tier_policy
 from cairn.memory.learnings import end_session
 from cairn.memory.tiers import collect_garbage
+from cairn.memos.box import MemoBox
 from cairn.runtime import Runtime
 
 __all__ = [
     "SESSION_END_HOOKS",
     "Ticker",
     "end_idle_sessions",
+    "expire_memos",
     "reconcile_index",
     "rotate_tiers",
     "stale_sessions",
@@ -54,6 +57,16 @@ def rotate_tiers(rt: Runtime) -> int:
     for tenant in tenants:
         collect_garbage(rt.db, tenant, policy)
     return len(tenants)
+
+
+def expire_memos(rt: Runtime) -> int:
+    """Delete memos that expired more than CAIRN_MEMO_KEEP_EXPIRED seconds ago; returns how many."""
+    purged = MemoBox(rt.db).purge_expired(
+        older_than=timedelta(seconds=rt.settings.memo_keep_expired)
+    )
+    if purged:
+        log.info("deleted %d expired memos", purged)
+    return purged
 
 
 def stale_sessions(rt: Runtime, *, older_than: float) -> list[int]:

@@ -12,6 +12,7 @@ from cairn.workers.turn import handle_pending
 
 __all__ = [
     "end_idle_sessions",
+    "expire_memos",
     "process_session",
     "reconcile_index",
     "requeue_stale",
@@ -24,7 +25,7 @@ def process_session(self: Any, session_id: int) -> int:
     """Handle the pending events of one session; idempotent, safe to run twice."""
     try:
         return handle_pending(get_runtime(), session_id)
-    except QueueError as exc:  # the session is busy elsewhere: try again shortly
+    except QueueError as exc:  # the session locks (Redis) are unreachable: try again shortly
         raise self.retry(exc=exc, countdown=2) from exc
     except Exception as exc:
         # Transient trouble (a database restart, a network blip): back off and try again. An
@@ -59,3 +60,9 @@ def end_idle_sessions() -> int:
 def rotate_tiers() -> int:
     """Decay, tier rotation and garbage collection of long-term memory."""
     return periodic.rotate_tiers(get_runtime())
+
+
+@app.task(name="cairn.expire_memos")  # type: ignore[untyped-decorator]
+def expire_memos() -> int:
+    """Delete memos long past their expiry."""
+    return periodic.expire_memos(get_runtime())

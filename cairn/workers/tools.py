@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 from cairn.db.models import utcnow
 from cairn.errors import InvalidInput, NotFound
 from cairn.memory import Memory, MemoryStore, Scope, Source, Visibility
+from cairn.memory.sharing import share
 from cairn.memory.store import MEMORY_KINDS
+from cairn.memory.working import Scratchpad
 from cairn.memos import ALL_AGENTS, MemoBox
 from cairn.workers.llm.base import ToolSpec
 
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CONTEXT_TOOL_SPECS",
     "MEMO_TOOL_SPECS",
+    "SCRATCHPAD_TOOL_SPECS",
     "TOOL_SPECS",
     "ToolOutcome",
     "Toolbox",
@@ -68,6 +71,41 @@ MEMO_TOOL_SPECS: tuple[ToolSpec, ...] = (
     ),
 )
 
+SCRATCHPAD_TOOL_SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        name="scratchpad_write",
+        description=(
+            "Write a value under a key in your scratchpad for this session: working notes "
+            "such as intermediate results, ids to come back to or where a multi-step job got "
+            "to. Writing a key again replaces it. The scratchpad is volatile (it expires after a "
+            "while unused) and is not shown in your prompt: read it back with scratchpad_read. "
+            "For what must last, use remember."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "key": {"type": "string", "description": "A short name, e.g. 'rollback_plan'."},
+                "value": {"type": "string"},
+            },
+            "required": ["key", "value"],
+        },
+    ),
+    ToolSpec(
+        name="scratchpad_read",
+        description="Read the value under a key of your scratchpad for this session.",
+        input_schema={
+            "type": "object",
+            "properties": {"key": {"type": "string"}},
+            "required": ["key"],
+        },
+    ),
+    ToolSpec(
+        name="scratchpad_list",
+        description="List the keys of your scratchpad for this session, with a preview of each.",
+        input_schema={"type": "object", "properties": {}},
+    ),
+)
+
 TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="remember",
@@ -100,6 +138,18 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                 "k": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
             },
             "required": ["query"],
+        },
+    ),
+    ToolSpec(
+        name="share_memory",
+        description=(
+            "Share one of your private memories with every agent of this workspace, by its id "
+            "(from recall). Sharing is recorded (who, when) and can be undone by people."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {"memory_id": {"type": "integer"}},
+            "required": ["memory_id"],
         },
     ),
     ToolSpec(
@@ -200,10 +250,12 @@ class Toolbox:
         memos: MemoBox | None = None,
         agents: Sequence[str] = (),
         allowed: Collection[str] | None = None,
+        scratchpad: Scratchpad | None = None,
     ) -> None:
         """``context`` (the turn of the context engine) enables the state and artifact tools;
         ``memos`` the memo tools, addressed to one of ``agents``; ``allowed`` (the agent's
-        declared tools) hides every other tool."""
+        declared tools) hides every other tool; ``scratchpad`` (the session's working memory)
+        enables the scratchpad tools."""
         self.store = store
         self.scope = scope
         self.source = source
@@ -214,12 +266,18 @@ class Toolbox:
             "remember": self._remember,
             "recall": self._recall,
             "retract": self._retract,
+            "share_memory": self._share,
         }
         if context is not None:
             for kind in ("constraint", "decision", "task", "note"):
                 self._tools[f"add_{kind}"] = self._adder(kind)
             self._tools["update_item"] = self._update_item
             self._tools["retrieve_artifact"] = self._retrieve_artifact
+        self.scratchpad = scratchpad
+        if scratchpad is not None:
+            self._tools["scratchpad_write"] = self._scratchpad_write
+            self._tools["scratchpad_read"] = self._scratchpad_read
+            self._tools["scratchpad_list"] = self._scratchpad_list
         if memos is not None:
             self._tools["send_memo"] = self._send_memo
             self._tools["ack_memo"] = self._ack_memo
@@ -229,7 +287,7 @@ class Toolbox:
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
         """The specs of the tools this toolbox runs."""
-        every = TOOL_SPECS + CONTEXT_TOOL_SPECS + MEMO_TOOL_SPECS
+        every = TOOL_SPECS + CONTEXT_TOOL_SPECS + MEMO_TOOL_SPECS + SCRATCHPAD_TOOL_SPECS
         return tuple(s for s in every if s.name in self._tools)
 
     def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
@@ -293,6 +351,42 @@ class Toolbox:
         return ToolOutcome(
             json.dumps({"status": "retracted", **_card(retracted)}), retracted=[retracted]
         )
+
+    def _share(self, args: dict[str, Any]) -> ToolOutcome:
+        memory_id = args.get("memory_id")
+        if not isinstance(memory_id, int):
+            raise InvalidInput("share_memory needs the memory_id (an integer)")
+        shared = share(self.store, memory_id, self.scope, by=self.source.author)
+        return ToolOutcome(json.dumps({"status": "shared with the team", **_card(shared)}))
+
+    def _scratchpad_write(self, args: dict[str, Any]) -> ToolOutcome:
+        assert self.scratchpad is not None
+        key, value = _string(args, "key").strip(), args.get("value")
+        if not isinstance(value, str):
+            raise InvalidInput("scratchpad_write needs a string 'value'")
+        self.scratchpad.write(key, value)
+        return ToolOutcome(json.dumps({"status": "written", "key": key}))
+
+    def _scratchpad_read(self, args: dict[str, Any]) -> ToolOutcome:
+        assert self.scratchpad is not None
+        key = _string(args, "key").strip()
+        value = self.scratchpad.read(key)
+        if value is None:
+            known = sorted(self.scratchpad.entries())
+            raise NotFound(
+                f"nothing under {key!r} in the scratchpad (it may have expired); "
+                f"keys: {', '.join(known) if known else 'none'}"
+            )
+        return ToolOutcome(json.dumps({"key": key, "value": value}))
+
+    def _scratchpad_list(self, args: dict[str, Any]) -> ToolOutcome:
+        assert self.scratchpad is not None
+        entries = self.scratchpad.entries()
+        previews = {
+            key: value if len(value) <= 200 else value[:200] + "..."
+            for key, value in sorted(entries.items())
+        }
+        return ToolOutcome(json.dumps({"entries": previews}))
 
     def _adder(self, kind: str) -> Callable[[dict[str, Any]], ToolOutcome]:
         def add(args: dict[str, Any]) -> ToolOutcome:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlmodel import Session
+from sqlalchemy import update
+from sqlmodel import Session, col
 
 from cairn.bot.emoji import emoji_name
 from cairn.db.models import (
@@ -27,11 +28,12 @@ from cairn.db.models import (
     SessionEvent,
     utcnow,
 )
-from cairn.errors import CairnError, LLMAuthError, LLMError
+from cairn.errors import CairnError, LLMAuthError, LLMError, SessionBusy
 from cairn.logs import bind
 from cairn.memory import Memory, Scope, Source
-from cairn.memory.context import ContextEngine, EngineConfig, agent_instructions
+from cairn.memory.context import ContextEngine, EngineConfig, TurnContext, agent_instructions
 from cairn.memory.events import EventLog
+from cairn.memory.working import Pad, Scratchpad
 from cairn.memos import MemoBox
 from cairn.metrics import (
     DEAD_LETTERS,
@@ -85,22 +87,39 @@ class _Said:
 
 
 def handle_pending(rt: Runtime, session_id: int) -> int:
-    """Handle every pending event of the session, oldest first; returns how many."""
+    """Handle every pending event of the session, oldest first; returns how many.
+
+    When another worker holds the session, this returns 0 at once instead of waiting: the
+    holder looks for pending events again after letting the lock go, so an event committed
+    before this call is handled by it or by whoever takes the lock next. (A holder that died
+    leaves its events to the stale-session re-queue of the periodic jobs.)
+    """
     events = EventLog(rt.db)
     handled = 0
-    with rt.locks.hold(f"session:{session_id}", wait=rt.settings.lock_wait):
-        while (event := events.next_pending(session_id)) is not None:
-            QUEUE_LATENCY.observe(max(0.0, (utcnow() - _aware(event.created_at)).total_seconds()))
-            started = time.perf_counter()
-            with bind(session=session_id, event=event.id, tenant=event.tenant_id):
-                _handle(rt, events, event)
-            TASK_DURATION.labels(event.kind).observe(time.perf_counter() - started)
-            handled += 1
-    return handled
+    while True:
+        try:
+            with rt.locks.hold(f"session:{session_id}", wait=rt.settings.lock_wait):
+                session: AgentSession | None = None
+                for event in events.pending(session_id):
+                    if session is None:  # read once per hold: what a turn uses never changes
+                        session = events.session(session_id)
+                    QUEUE_LATENCY.observe(
+                        max(0.0, (utcnow() - _aware(event.created_at)).total_seconds())
+                    )
+                    started = time.perf_counter()
+                    with bind(session=session_id, event=event.id, tenant=event.tenant_id):
+                        _handle(rt, events, session, event)
+                    TASK_DURATION.labels(event.kind).observe(time.perf_counter() - started)
+                    handled += 1
+        except SessionBusy:
+            return handled
+        # Events may have arrived since the look above, their tasks turned away by the lock
+        # we held: look once more now that the lock is free, and take them on if there are.
+        if events.next_pending(session_id) is None:
+            return handled
 
 
-def _handle(rt: Runtime, events: EventLog, event: SessionEvent) -> None:
-    session = events.session(event.session_id)
+def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: SessionEvent) -> None:
     if event.kind == EventKind.REACTION:
         answer = apply_reaction(rt, session, event)
         effect = rt.settings.reaction_effect(emoji_name(str(event.data.get("emoji", ""))))
@@ -108,7 +127,7 @@ def _handle(rt: Runtime, events: EventLog, event: SessionEvent) -> None:
         _finish(rt, session, event, [_Said(*answer)] if answer else [])
         return
     try:
-        outcome = _turn(rt, events, session, event)
+        outcome, turn = _turn(rt, events, session, event)
     except LLMAuthError as exc:
         log.error("LLM rejected the credentials: %s", exc)
         _give_up(rt, session, event, f"I can't reach my language model: {exc}", str(exc))
@@ -153,10 +172,12 @@ def _handle(rt: Runtime, events: EventLog, event: SessionEvent) -> None:
         for m in _unique(outcome.announced)
     ]
     said += [_Said("notice", f"retracted: {m.text}", ()) for m in _unique(outcome.retracted)]
-    _finish(rt, session, event, said)
+    _finish(rt, session, event, said, turn=turn)
 
 
-def _turn(rt: Runtime, events: EventLog, session: AgentSession, event: SessionEvent) -> TurnOutcome:
+def _turn(
+    rt: Runtime, events: EventLog, session: AgentSession, event: SessionEvent
+) -> tuple[TurnOutcome, TurnContext]:
     agent = event.agent or session.agent
     scope = Scope(session.tenant_id, agent, session.channel, event.user, session.thread_ref)
     source = Source(
@@ -165,10 +186,15 @@ def _turn(rt: Runtime, events: EventLog, session: AgentSession, event: SessionEv
         thread=session.thread_ref,
         message=event.message_ref or event.event_ref or str(event.id),
         author=event.user,
+        # The frontend knows guests and bots; the settings name anyone else not to trust.
+        untrusted=event.data.get("untrusted") is True or event.user in rt.settings.untrusted_users,
     )
     # The context engine resumes the session (checkpoint + newer events) and folds this message
     # in; pastes in it become artifacts and cards before anything reaches the model.
-    turn = ContextEngine(rt.db, EngineConfig.from_settings(rt.settings)).begin(session, event)
+    # Its checkpoint and telemetry are written with the reply, in one transaction.
+    turn = ContextEngine(rt.db, EngineConfig.from_settings(rt.settings)).begin(
+        session, event, deferred=True
+    )
     recalled = rt.memory.recall(turn.query, scope, rt.settings.recall_k)
     memos = MemoBox(rt.db).inbox(session.tenant_id, agent, include_read=False)
     system = SYSTEM_FRAME.format(agent=agent)
@@ -193,6 +219,7 @@ def _turn(rt: Runtime, events: EventLog, session: AgentSession, event: SessionEv
         memos=MemoBox(rt.db),
         agents=sorted(rt.settings.agents),  # none declared: any agent name may be addressed
         allowed=spec.tools,
+        scratchpad=Scratchpad(rt.working, Pad(session.tenant_id, agent, str(session.id))),
     )
     compiled = turn.compile(system=system, tools=toolbox.specs, recalled=recalled, memos=memos)
     request = LLMRequest(
@@ -201,6 +228,7 @@ def _turn(rt: Runtime, events: EventLog, session: AgentSession, event: SessionEv
         messages=compiled.messages,
         max_tokens=rt.settings.max_output_tokens,
         metadata={"text": event.text, "user": event.user, "thread": session.thread_ref},
+        model=spec.model,
     )
     turn_log = _TurnLog(events, session, event)
     outcome = run_agent(rt.llm, request, toolbox, turn_log, max_rounds=rt.settings.max_tool_rounds)
@@ -210,7 +238,7 @@ def _turn(rt: Runtime, events: EventLog, session: AgentSession, event: SessionEv
     # What the prompt showed counts as shown, for usefulness feedback on the reply.
     shown = set(compiled.memory_ids)
     outcome.used = [r.memory for r in recalled if r.memory.id in shown] + outcome.used
-    return outcome
+    return outcome, turn
 
 
 class _TurnLog:
@@ -272,12 +300,31 @@ def _finish(
     status: str = EventStatus.DONE,
     error: str = "",
     dead_letter: bool = False,
+    turn: TurnContext | None = None,
 ) -> None:
-    """Log what the bot says, queue it in the outbox and close the event, atomically."""
+    """Log what the bot says, queue it in the outbox and close the event, atomically (with
+    the turn's checkpoint and telemetry, when it held them back)."""
     with rt.db.session() as s:
-        current = s.get(SessionEvent, event.id)
-        if current is None or current.status != EventStatus.PENDING:
-            return  # handled by an earlier run of this task
+        current: SessionEvent | None = None
+        if error or dead_letter:
+            current = s.get(SessionEvent, event.id)
+            if current is None or current.status != EventStatus.PENDING:
+                return  # handled by an earlier run of this task
+        else:
+            # Close the event first, if it is still pending: one statement that both checks
+            # and claims (the transaction commits it with the rest, or not at all).
+            claimed = s.exec(
+                update(SessionEvent)
+                .where(
+                    col(SessionEvent.id) == event.id,
+                    col(SessionEvent.status) == EventStatus.PENDING,
+                )
+                .values(status=status)
+            )
+            if claimed.rowcount == 0:
+                return  # handled by an earlier run of this task
+        if turn is not None:
+            turn.save_in(s)
         for seq, item in enumerate(said):
             kind = EventKind.REPLY if item.kind == "reply" else EventKind.NOTICE
             EventLog.append_in(
@@ -290,6 +337,8 @@ def _finish(
                 data={"cause": event.id, "kind": item.kind},
             )
             _queue(s, session, event, seq, item)
+        if current is None:
+            return
         current.status = status
         if error:
             current.data = {**current.data, "error": error[:1000]}

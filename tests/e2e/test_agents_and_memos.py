@@ -14,6 +14,7 @@ from tests.e2e.test_console_chat import _env, chat
 from tests.support.messages_server import MessagesServer, text_message, tool_use_message
 
 FREEZE = "deploys are frozen until Monday"
+REVIEW_MODEL = "claude-opus-4-1"
 
 
 def _declare_agents(home: Path) -> None:
@@ -26,6 +27,7 @@ def _declare_agents(home: Path) -> None:
         "[agents.review]\n"
         'description = "reviews and merges pull requests"\n'
         'instructions = "Check for deploy freezes before approving a merge."\n'
+        f'model = "{REVIEW_MODEL}"\n'
     )
 
 
@@ -69,6 +71,7 @@ def test_an_agent_can_memo_another_through_the_anthropic_sdk(tmp_path: Path) -> 
         second = chat(env, "review: can we merge and deploy PR 42?\n", "--thread", "b")
         tools = {t["name"] for t in server.bodies[0]["tools"]}
         prefixes = [b["system"][0]["text"] for b in server.bodies]
+        models = [(b["system"][0]["text"], b["model"]) for b in server.bodies]
     assert first[0]["text"] == "Done, review knows."
     assert second[0]["text"] == f"No: {FREEZE} (memo from ops)."
     assert {"send_memo", "ack_memo"} <= tools
@@ -76,3 +79,6 @@ def test_an_agent_can_memo_another_through_the_anthropic_sdk(tmp_path: Path) -> 
     assert json.dumps(FREEZE) in memo_line  # quoted as data, not as an instruction
     # The declared agent's instructions are part of its (cached) stable prefix.
     assert any("Your instructions as review:\nCheck for deploy freezes" in p for p in prefixes)
+    # Each agent talks to its own model: review's from cairn.toml, ops' the default CAIRN_MODEL.
+    assert {m for p, m in models if "You are review" in p} == {REVIEW_MODEL}
+    assert {m for p, m in models if "You are ops" in p} == {"claude-sonnet-4-6"}

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,9 @@ import redis
 
 from tests.e2e.test_console_chat import _env, _wait_ready, chat
 from tests.support.messages_server import MessagesServer, Reply, text_message
+from tests.support.slack_api import BOT_TOKEN, BOT_USER, SlackAPI, event_payload, signed_headers
+from tests.support.slack_harness import SIGNING_SECRET
+from tests.support.tcp_proxy import TcpProxy
 
 CAIRN = [sys.executable, "-m", "cairn"]
 
@@ -263,3 +268,144 @@ def test_a_broker_restart_loses_no_message(
         shown = chat(env, "/quit\n")  # a new console shows what the old one missed
         time.sleep(0.5)
     assert "remembered: the second fact is beta" in [o["text"] for o in shown]
+
+
+def _cut_address() -> int:
+    """A loopback port whose server has stopped: a forwarder that was cut refuses connections."""
+    proxy = TcpProxy("127.0.0.1", _free_port()).start()
+    port = proxy.port
+    proxy.cut()
+    return port
+
+
+@pytest.mark.slow
+def test_answers_continue_from_lexical_recall_when_the_vector_store_stops(
+    tmp_path: Path, redis_url: str, workers_for: Any
+) -> None:
+    env = _env(
+        tmp_path / "home",
+        CAIRN_BROKER_URL=redis_url,
+        # The Qdrant server the deployment uses is down: nothing answers at its address.
+        CAIRN_QDRANT_URL=f"http://127.0.0.1:{_cut_address()}",
+        CAIRN_REPLY_TIMEOUT="60",
+        CAIRN_LOG_LEVEL="WARNING",
+    )
+    workers = workers_for(env)
+    worker = workers.start()  # with a Qdrant server configured, a forking pool
+    talk = subprocess.run(
+        [*CAIRN, "chat", "--json"],
+        input="remember the deploy freeze starts on friday\nwhen does the deploy freeze start?\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    outputs = [json.loads(line) for line in talk.stdout.splitlines()]
+    assert [o["type"] for o in outputs] == ["reply", "notice", "reply"]
+    assert outputs[1]["text"] == "remembered: the deploy freeze starts on friday"
+    assert "the deploy freeze starts on friday" in outputs[2]["text"]  # recalled lexically
+    assert worker.poll() is None  # degraded, not down
+    log = (tmp_path / "worker-0.log").read_text()
+    assert "vector index unavailable, recalling lexically" in log
+    assert "Traceback" not in log
+
+
+def _slack_run(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [*CAIRN, "run"],
+            env={**env, "CAIRN_HTTP_PORT": str(port)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+            return int(response.status) == 200
+    except (OSError, urllib.error.HTTPError):
+        return False
+
+
+def _post(port: int, body: bytes, headers: dict[str, str]) -> int:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/slack/events", data=body, headers=headers, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+@pytest.mark.slow
+def test_one_slack_event_delivered_to_two_frontends_at_once_gets_one_reply(
+    tmp_path: Path, redis_url: str, workers_for: Any
+) -> None:
+    with SlackAPI() as slack:
+        env = _env(
+            tmp_path / "home",
+            CAIRN_BROKER_URL=redis_url,  # shared: the queue and the dedupe of both frontends
+            SLACK_BOT_TOKEN=BOT_TOKEN,
+            SLACK_SIGNING_SECRET=SIGNING_SECRET,
+            SLACK_API_URL=slack.base_url,
+            CAIRN_HTTP_HOST="127.0.0.1",
+        )
+        workers = workers_for(env)
+        workers.start()
+        ports = [_free_port(), _free_port()]
+        frontends = [
+            _slack_run(env, port, tmp_path / f"frontend-{n}.log") for n, port in enumerate(ports)
+        ]
+        try:
+            for port in ports:
+                slack.wait_for(lambda port=port: _healthy(port), timeout=60, what="/healthz")
+            ts = "1700000900.000100"
+            body = json.dumps(
+                event_payload(
+                    {
+                        "type": "app_mention",
+                        "user": "UANN",
+                        "text": f"<@{BOT_USER}> remember the pager rota changes on monday",
+                        "ts": ts,
+                        "channel": "C0OPS",
+                        "event_ts": ts,
+                    }
+                )
+            ).encode()
+            # Slack retried, or two load-balanced frontends got it: the same signed request
+            # reaches both at the same moment.
+            start = threading.Barrier(len(ports))
+            statuses: list[int] = []
+
+            def deliver(port: int) -> None:
+                start.wait()
+                statuses.append(_post(port, body, signed_headers(SIGNING_SECRET, body)))
+
+            senders = [threading.Thread(target=deliver, args=(port,)) for port in ports]
+            for sender in senders:
+                sender.start()
+            for sender in senders:
+                sender.join(30)
+            assert statuses == [200, 200]  # both acknowledge: Slack must not retry
+
+            def replies() -> list[dict[str, Any]]:
+                return [p for p in slack.posts("C0OPS") if p.get("thread_ts") == ts]
+
+            slack.wait_for(lambda: len(replies()) >= 2, timeout=60, what="the answer")
+            time.sleep(3)  # long enough for a second copy to be answered and posted, if any
+            texts = [p["text"] for p in replies()]
+            assert len(texts) == 2, texts  # one reply and its notice, once each
+            assert "remembered: the pager rota changes on monday" in texts[1]
+        finally:
+            for proc in frontends:
+                os.killpg(proc.pid, signal.SIGTERM)
+            for proc in frontends:
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()

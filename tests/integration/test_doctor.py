@@ -47,8 +47,8 @@ def test_an_unmigrated_database_says_to_migrate(clean_env: Path) -> None:
 @pytest.mark.parametrize(
     ("key", "model", "status", "words"),
     [
-        ("sk-good", "claude-sonnet-4-5", "ok", "model claude-sonnet-4-5"),
-        ("sk-bad", "claude-sonnet-4-5", "fail", "rejected ANTHROPIC_API_KEY"),
+        ("sk-good", "claude-sonnet-4-6", "ok", "model claude-sonnet-4-6"),
+        ("sk-bad", "claude-sonnet-4-6", "fail", "rejected ANTHROPIC_API_KEY"),
         ("sk-good", "claude-nonexistent", "fail", "not found"),
     ],
 )

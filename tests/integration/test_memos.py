@@ -92,3 +92,31 @@ def test_bad_memos_are_refused(
 def test_an_expiry_in_the_past_is_refused(box: MemoBox) -> None:
     with pytest.raises(InvalidInput, match="future"):
         box.send("acme", "ops", "review", "late", expires_at=utcnow() - timedelta(minutes=1))
+
+
+def test_upkeep_deletes_memos_long_past_their_expiry_and_keeps_the_rest(
+    runtime: Runtime, box: MemoBox
+) -> None:
+    from sqlmodel import select
+
+    from cairn.db.models import MemoReceipt
+    from cairn.workers.periodic import expire_memos
+
+    stale = box.send(
+        "acme", "ops", "review", "old news", expires_at=utcnow() + timedelta(seconds=1)
+    )
+    box.mark_read("acme", "review", [stale.id])
+    fresh = box.send("acme", "ops", "review", "still due", expires_at=utcnow() + timedelta(days=1))
+    lasting = box.send("acme", "ops", "review", "no expiry")
+    time.sleep(1.2)
+    # Within the keep window nothing is deleted; the expired memo is simply not delivered.
+    assert expire_memos(runtime) == 0
+    assert [m.id for m in box.inbox("acme", "review")] == [fresh.id, lasting.id]
+    # Far enough past its expiry it goes, with its receipt; the others stay.
+    keep = timedelta(seconds=runtime.settings.memo_keep_expired)
+    later = utcnow() + keep + timedelta(seconds=5)
+    assert box.purge_expired(older_than=keep, now=later) == 1
+    assert [m.id for m in box.inbox("acme", "review")] == [fresh.id, lasting.id]
+    with runtime.db.session() as s:
+        assert s.exec(select(MemoReceipt).where(MemoReceipt.memo_id == stale.id)).all() == []
+    assert box.purge_expired(older_than=keep, now=later) == 0  # done once, nothing left

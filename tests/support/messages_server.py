@@ -250,7 +250,7 @@ class MessagesServer(BackgroundServer):
         self.api_key = api_key
         self.responder = responder
         # Model ids GET /v1/models/{id} knows.
-        self.models: set[str] = {"claude-sonnet-4-5"}
+        self.models: set[str] = {"claude-sonnet-4-6"}
         self._address = (host, port)
         self._lock = threading.Lock()
         self._replies: deque[Reply] = deque()

@@ -98,6 +98,8 @@ class SlackAPI(BackgroundServer):
         self.responses: list[JSON] = []  # bodies POSTed to response_url (slash commands)
         # Bot tokens this workspace stand-in accepts: token -> (team, bot user, bot id).
         self.tokens: dict[str, tuple[str, str, str]] = {BOT_TOKEN: (team, BOT_USER, BOT_ID)}
+        # People of the workspace by user id (users.info); unknown U... ids are plain members.
+        self.users: dict[str, JSON] = {}
         # The OAuth app's credentials (oauth.v2.access checks them).
         self.client_id, self.client_secret = CLIENT_ID, CLIENT_SECRET
 
@@ -139,6 +141,11 @@ class SlackAPI(BackgroundServer):
         """Close the connection without answering the next ``times`` calls of ``method``."""
         with self._lock:
             self._failures.setdefault(method, []).append(_Failure(0, None, times, drop=True))
+
+    def add_user(self, user: str, **flags: bool) -> None:
+        """A person of the workspace with users.info flags, e.g. ``is_admin=True``."""
+        with self._lock:
+            self.users[user] = {"id": user, "team_id": self.team, "name": user.lower(), **flags}
 
     def add_thread(self, channel: str, messages: list[JSON]) -> None:
         """Messages already in a channel (for conversations.replies), each with ``ts``."""
@@ -270,6 +277,27 @@ class SlackAPI(BackgroundServer):
             self.workspace.messages.setdefault(channel, []).append(message)
         return {"ok": True, "channel": channel, "ts": message["ts"], "message": message}
 
+    def _users_info(self, args: JSON) -> JSON:
+        user = str(args.get("user") or "")
+        with self._lock:
+            known = self.users.get(user)
+        if known is None and not user.startswith(("U", "W")):
+            return {"ok": False, "error": "user_not_found"}
+        profile: JSON = {
+            "id": user,
+            "team_id": args["_team"],
+            "name": user.lower(),
+            "deleted": False,
+            "is_admin": False,
+            "is_owner": False,
+            "is_primary_owner": False,
+            "is_restricted": False,
+            "is_ultra_restricted": False,
+            "is_bot": False,
+            **(known or {}),
+        }
+        return {"ok": True, "user": profile}
+
     def _conversations_replies(self, args: JSON) -> JSON:
         channel, ts = str(args.get("channel")), str(args.get("ts"))
         with self._lock:
@@ -335,6 +363,10 @@ class _Handler(BaseHTTPRequestHandler):
     @property
     def owner(self) -> SlackAPI:
         return cast(_HTTPServer, self.server).owner
+
+    def do_GET(self) -> None:
+        # slack_sdk reads some methods (users.info) with GET and the arguments in the query.
+        self.do_POST()
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))

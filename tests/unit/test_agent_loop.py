@@ -63,7 +63,12 @@ def test_an_answer_without_tools_ends_the_turn_at_once(toolbox: Toolbox) -> None
     model = Scripted(_say("hello"))
     outcome = run_agent(model, REQUEST, toolbox, ListLog(), max_rounds=5)
     assert (outcome.text, outcome.rounds) == ("hello", 1)
-    assert {t.name for t in model.requests[0].tools} == {"remember", "recall", "retract"}
+    assert {t.name for t in model.requests[0].tools} == {
+        "remember",
+        "recall",
+        "retract",
+        "share_memory",
+    }
 
 
 def test_tool_results_go_back_under_the_id_of_their_call(toolbox: Toolbox) -> None:

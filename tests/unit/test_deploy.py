@@ -187,14 +187,16 @@ def _command_references() -> list[tuple[str, list[str]]]:
 
 def _unknown_command(words: list[str]) -> str | None:
     """None when `cairn WORDS` names a command of cairn.cli.main, else what is wrong."""
-    command: click.Command = main
+    command: click.Command | None = main
+    ctx = click.Context(main)
     path = "cairn"
     for word in words:
         if word.startswith("-") or not isinstance(command, click.Group):
             break  # options and arguments follow
-        if word not in command.commands:
-            return f"`{path} {word}`: no such command (there are {sorted(command.commands)})"
-        command = command.commands[word]
+        names = command.list_commands(ctx)  # lazy subcommands included
+        if word not in names:
+            return f"`{path} {word}`: no such command (there are {sorted(names)})"
+        command = command.get_command(ctx, word)
         path += f" {word}"
     return None
 

@@ -15,20 +15,20 @@ def _value(name: str, **labels: str) -> float:
 
 
 def test_tokens_are_counted_by_kind_and_cost_priced_by_model_prefix() -> None:
-    before = _value("cairn_llm_cost_usd_total", model="claude-sonnet-4-5")
-    before_in = _value("cairn_llm_tokens_total", model="claude-sonnet-4-5", kind="input")
+    before = _value("cairn_llm_cost_usd_total", model="claude-sonnet-4-6")
+    before_in = _value("cairn_llm_tokens_total", model="claude-sonnet-4-6", kind="input")
     record_llm_usage(
-        "claude-sonnet-4-5",
+        "claude-sonnet-4-6",
         input_tokens=1_000_000,
         output_tokens=100_000,
         cache_read=0,
         cache_write=0,
         prices=PRICES,
     )
-    assert _value("cairn_llm_tokens_total", model="claude-sonnet-4-5", kind="input") == (
+    assert _value("cairn_llm_tokens_total", model="claude-sonnet-4-6", kind="input") == (
         before_in + 1_000_000
     )
-    assert _value("cairn_llm_cost_usd_total", model="claude-sonnet-4-5") - before == 4.5
+    assert _value("cairn_llm_cost_usd_total", model="claude-sonnet-4-6") - before == 4.5
 
 
 def test_a_model_without_a_price_counts_tokens_but_no_cost() -> None:

@@ -33,6 +33,7 @@ from nio import (
     ProfileGetDisplayNameResponse,
     ReactionEvent,
     RedactionEvent,
+    RoomGetStateResponse,
     RoomLeaveResponse,
     RoomMessagesResponse,
     RoomMessageText,
@@ -56,6 +57,12 @@ from cairn.bot.matrix.mentions import (
 from cairn.bot.matrix.records import EventRecords
 from cairn.bot.matrix.render import message_content, split_text
 from cairn.bot.matrix.state import StateFile
+from cairn.bot.matrix.trust import (
+    creators_are_privileged,
+    creators_in,
+    is_room_admin,
+    is_untrusted,
+)
 from cairn.bot.outbox import Outbox
 from cairn.bot.pipeline import Pipeline
 from cairn.config import Settings
@@ -121,7 +128,7 @@ class MatrixFrontend:
         self.folder = settings.home_dir / "matrix"
         self.state_file = StateFile(self.folder)
         self.state = self.state_file.load(self.homeserver, self.user_id)
-        self.outbox = Outbox(pipeline.rt.db, PLATFORM)
+        self.outbox = Outbox(pipeline.rt.db, PLATFORM, settings)
         self.records = EventRecords(pipeline.rt.db, self.tenant)
         self.invites = InvitePolicy(settings.matrix_inviters)
         self._names: tuple[str, ...] = (self.user_id.partition(":")[0].lstrip("@"),)
@@ -131,6 +138,7 @@ class MatrixFrontend:
         self._handled_invites: set[str] = set()
         self._declined: set[str] = set()
         self._working: dict[int, str] = {}  # pending event row -> room, for typing
+        self._creators: dict[str, frozenset[str]] = {}  # room -> its creators (room v12+)
         self._retry_at: dict[int, float] = {}  # outbox row -> when to try it again
         self._synced: asyncio.Event | None = None
         self._wake_typing: asyncio.Event | None = None
@@ -475,13 +483,17 @@ class MatrixFrontend:
             return  # an edit; the first version was the message
         room_id = str(room.room_id)
         mentioned = is_mentioned(content, self.user_id, self._names)
+        addressed = True
         thread: str | None
         if relation.get("rel_type") == "m.thread" and isinstance(relation.get("event_id"), str):
             thread = str(relation["event_id"])
-            if not mentioned and not await asyncio.to_thread(
-                self.records.has_session, room_id, thread
-            ):
-                return  # a thread the bot is not part of
+            if not mentioned:
+                owner = await asyncio.to_thread(self.records.thread_agent, room_id, thread)
+                if owner is None:
+                    return  # a thread the bot is not part of
+                # A follow-up without a mention is for the agent the thread began with; another
+                # agent's own identity (or the shared one) only logs it as context.
+                addressed = self.settings.speaks_for(owner)
         else:
             reply_to = (relation.get("m.in_reply_to") or {}).get("event_id")
             thread = None
@@ -507,7 +519,9 @@ class MatrixFrontend:
             event_id=str(event.event_id),
             message_id=str(event.event_id),
             mentions=mentioned_users(content),
-            addressed=True,
+            addressed=addressed,
+            agent=self.settings.identity_agent if addressed else None,
+            untrusted=is_untrusted(str(event.sender), self.settings.matrix_trusted),
             raw=event.source,
         )
         result = await self._accept(chat, room_id, thread)
@@ -529,10 +543,30 @@ class MatrixFrontend:
                 event_id=str(event.event_id),
                 reaction=emoji_name(str(event.key)),
                 target_id=target,
+                admin=await self._is_admin(room, str(event.sender)),
             ),
             None,
             None,
         )
+
+    async def _is_admin(self, room: MatrixRoom, user_id: str) -> bool:
+        """Whether ``user_id`` is an admin of ``room`` (see :func:`is_room_admin`).
+
+        From room version 12 the creators are not in the power levels; they are read from the
+        room's state once per room and kept.
+        """
+        if is_room_admin(room, user_id):
+            return True
+        if not creators_are_privileged(room):
+            return False
+        room_id = str(room.room_id)
+        if room_id not in self._creators:
+            response = await self._nio().room_get_state(room_id)
+            if not isinstance(response, RoomGetStateResponse):
+                log.warning("could not read the state of %s: %s", room_id, response)
+                return False  # not kept: asked again on the next reaction
+            self._creators[room_id] = creators_in(response.events)
+        return is_room_admin(room, user_id, self._creators[room_id])
 
     async def _on_redaction(self, room: MatrixRoom, event: RedactionEvent) -> None:
         redacted = event.redacts or (event.source.get("content") or {}).get("redacts")

@@ -42,17 +42,16 @@ class EventRecords:
         self.db = db
         self.tenant = tenant
 
-    def has_session(self, room_id: str, thread_root: str) -> bool:
-        """Whether the thread on ``thread_root`` in ``room_id`` is an agent session."""
+    def thread_agent(self, room_id: str, thread_root: str) -> str | None:
+        """The agent of the session on ``thread_root`` in ``room_id``; None if there is none."""
         with self.db.session() as s:
-            found = s.exec(
-                select(AgentSession.id).where(
+            return s.exec(
+                select(AgentSession.agent).where(
                     AgentSession.tenant_id == self.tenant,
                     AgentSession.channel == room_id,
                     AgentSession.thread_ref == thread_root,
                 )
             ).first()
-        return found is not None
 
     def thread_of_bot_message(self, event_id: str) -> str | None:
         """The thread root of the bot message posted as ``event_id``, if it is one."""

@@ -136,8 +136,12 @@ def register(
             memory_id = int(str(action.get("value")))
         except ValueError:
             return
-        act = confirm_memory if action.get("action_id") == CONFIRM_ACTION else retract_memory
-        log.info("App Home: %s", act(rt, tenant_of(team), memory_id, user))
+        if action.get("action_id") == CONFIRM_ACTION:
+            said = confirm_memory(rt, tenant_of(team), memory_id, user)
+        else:
+            admin = inbound.people.person(team, user).admin  # workspace admins may retract
+            said = retract_memory(rt, tenant_of(team), memory_id, user, admin=admin)
+        log.info("App Home: %s", said)
         _publish_home(rt, client, team, user)
 
     def command_ack(ack: Ack) -> None:

@@ -81,7 +81,7 @@ class Delivery:
         self.workspaces = workspaces
         self.dedupe = dedupe
         self.settings = settings
-        self.outbox = Outbox(db, "slack")
+        self.outbox = Outbox(db, "slack", settings)
         self.interval = 0.1
         self._lock = threading.Lock()
         self._working: dict[int, _Working] = {}

@@ -119,8 +119,11 @@ def confirm_memory(rt: Runtime, tenant: str, memory_id: int, user: str) -> str:
     return f'Confirmed "{memory.text}".'
 
 
-def retract_memory(rt: Runtime, tenant: str, memory_id: int, user: str) -> str:
-    """Retract a memory of ``tenant`` if ``user`` may (its author or an admin), else dispute it.
+def retract_memory(
+    rt: Runtime, tenant: str, memory_id: int, user: str, *, admin: bool = False
+) -> str:
+    """Retract a memory of ``tenant`` if ``user`` may (its author, a configured admin, or a
+    workspace admin: ``admin``), else dispute it.
 
     The rule is the one reactions follow (cairn.workers.feedback). Returns what happened.
     """
@@ -128,7 +131,7 @@ def retract_memory(rt: Runtime, tenant: str, memory_id: int, user: str) -> str:
     memory = rt.memory.get(memory_id, scope)
     if memory is None or memory.retracted:
         return f"There is no memory #{memory_id} to retract here."
-    if not memory.author or memory.author == user or user in rt.settings.admins:
+    if admin or not memory.author or memory.author == user or user in rt.settings.admins:
         rt.memory.retract(memory_id, scope, by=user, reason="retracted in App Home")
         return f'Retracted "{memory.text}" (kept for audit, never recalled).'
     rt.memory.adjust(memory_id, validity=-1.0, disputes=1)

@@ -28,6 +28,7 @@ from cairn.bot.ingest import Admission, Ingested
 from cairn.bot.pipeline import Pipeline
 from cairn.bot.slack.delivery import Delivery, part_key
 from cairn.bot.slack.mrkdwn import from_slack
+from cairn.bot.slack.people import People
 from cairn.bot.slack.workspaces import BotIdentity, Workspaces
 from cairn.db.models import AgentSession
 from cairn.errors import CairnError, InvalidInput, QueueError
@@ -63,10 +64,11 @@ class Inbound:
         delivery: Delivery,
     ) -> None:
         self.pipeline = pipeline
-        self.settings = pipeline.rt.settings
+        self.settings = delivery.settings  # the frontend's: its identity may be one agent's own
         self.workspaces = workspaces
         self.dedupe = dedupe
         self.delivery = delivery
+        self.people = People(workspaces)
         self._queue: queue.Queue[tuple[float, dict[str, Any]]] = queue.Queue()
         self._oldest: float | None = None
         self._thread: threading.Thread | None = None
@@ -165,16 +167,23 @@ class Inbound:
             text = text or "help"  # a bare mention asks what the bot can do
         elif thread == ts or not self.settings.slack_follow_threads:
             return  # channel chatter outside the bot's threads is none of its business
-        elif not self._session_exists(tenant, channel, thread):
+        elif (owner := self._thread_agent(tenant, channel, thread)) is None:
             return
         else:
-            addressed = self._clearly_asked(text)
-        # app_mention and message deliver one message twice, under two event ids.
-        if not self._first(f"slack:message:{tenant}:{channel}:{ts}"):
+            # A follow-up without a mention is for the agent the thread began with; another
+            # agent's own identity (or the shared one) only logs it as context.
+            addressed = self._clearly_asked(text) and self.settings.speaks_for(owner)
+        # app_mention and message deliver one message twice, under two event ids. The bot's
+        # user id is in the key: agents with identities of their own each see the message.
+        if not self._first(f"slack:message:{me.user_id}:{tenant}:{channel}:{ts}"):
             return
         if mentioned and thread != ts and not direct:
             self._backfill(me, channel, thread, before=ts)
         user = str(event.get("user") or event.get("bot_id") or "")
+        # Another bot, or a guest, may be heard but not believed without a person's word.
+        untrusted = _is_bot(event) or (
+            bool(event.get("user")) and self.people.person(team, user).guest
+        )
         chat = ChatEvent(
             platform=PLATFORM,
             tenant=tenant,
@@ -186,6 +195,8 @@ class Inbound:
             message_id=ts,
             mentions=tuple(m.strip("<@>") for m in _OTHER_MENTION.findall(raw_text)),
             addressed=addressed,
+            agent=self.settings.identity_agent if addressed else None,
+            untrusted=untrusted,
             raw=event,
         )
         result = self._accept(chat)
@@ -196,8 +207,7 @@ class Inbound:
         """False for the bot's own messages, and for other bots' unless they are allowed."""
         if event.get("user") == me.user_id or (me.bot_id and event.get("bot_id") == me.bot_id):
             return False
-        is_bot = bool(event.get("bot_id")) or event.get("subtype") == "bot_message"
-        return not is_bot or self.settings.slack_allow_bots
+        return not _is_bot(event) or self.settings.slack_allow_bots
 
     def _clearly_asked(self, text: str) -> bool:
         """Whether a thread message without a mention asks the bot (CAIRN_SLACK_ANSWER_...)."""
@@ -210,21 +220,21 @@ class Inbound:
         named = text.casefold().startswith((agent + ",", agent + ":", agent + " "))
         return named or text.rstrip().endswith("?")
 
-    def _session_exists(self, tenant: str, channel: str, thread: str) -> bool:
+    def _thread_agent(self, tenant: str, channel: str, thread: str) -> str | None:
+        """The agent of the thread's session, or None when the thread is not a session."""
         with self.pipeline.rt.db.session() as s:
-            found = s.exec(
-                select(AgentSession.id).where(
+            return s.exec(
+                select(AgentSession.agent).where(
                     AgentSession.tenant_id == tenant,
                     AgentSession.channel == channel,
                     AgentSession.thread_ref == thread,
                 )
             ).first()
-            return found is not None
 
     def _backfill(self, me: BotIdentity, channel: str, thread: str, *, before: str) -> None:
         """Log the thread's earlier messages (conversations.replies) as context, once."""
         tenant = tenant_of(me.team_id)
-        if self.settings.slack_follow_threads and self._session_exists(tenant, channel, thread):
+        if self.settings.slack_follow_threads and self._thread_agent(tenant, channel, thread):
             return  # the session has followed the thread since the bot was first mentioned
         client = self.workspaces.client(me.team_id)
         if client is None:
@@ -299,6 +309,8 @@ class Inbound:
                 event_id=str(body.get("event_id") or ""),
                 reaction=emoji_name(str(event.get("reaction") or "")),
                 target_id=target,
+                # Only an added reaction needs it: a removal undoes what was recorded.
+                admin=not removed and self.people.person(team, user).admin,
                 raw=event,
             )
         )
@@ -326,6 +338,10 @@ class Inbound:
                 continue
             return result
         return None
+
+
+def _is_bot(event: dict[str, Any]) -> bool:
+    return bool(event.get("bot_id")) or event.get("subtype") == "bot_message"
 
 
 def _team(body: dict[str, Any], event: dict[str, Any]) -> str:

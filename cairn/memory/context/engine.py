@@ -11,10 +11,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
+from sqlalchemy import update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from cairn.db import Database
 from cairn.db.models import (
@@ -46,6 +50,13 @@ from cairn.workers.llm.base import ToolSpec
 
 __all__ = ["ContextEngine", "TurnContext", "agent_instructions", "tools_tokens"]
 
+# INSERT ... ON CONFLICT DO UPDATE, where the dialect has it.
+_UPSERTS: dict[str, Any] = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
+
+# (through_seq, turn, state as JSON): a checkpoint waiting to be written.
+_Checkpoint = tuple[int, int, Any]
+
+
 # Most characters one retrieve_artifact call returns; the agent pages with ``offset``.
 RETRIEVE_MAX_CHARS = 20000
 
@@ -55,7 +66,13 @@ def tools_tokens(tools: Sequence[ToolSpec]) -> int:
     specs = [
         {"name": t.name, "description": t.description, "schema": t.input_schema} for t in tools
     ]
-    return count_tokens(json.dumps(specs)) if specs else 0
+    return _json_tokens(json.dumps(specs)) if specs else 0
+
+
+@lru_cache(maxsize=64)
+def _json_tokens(text: str) -> int:
+    # The tool definitions are the same on every turn of an agent: count them once.
+    return count_tokens(text)
 
 
 def agent_instructions(db: Database, tenant: str, agent: str) -> str:
@@ -95,8 +112,19 @@ class ContextEngine:
         """The session's state through the event just before ``before_seq`` (all events when
         None): the checkpoint plus the events after it, saved back as the new checkpoint."""
         assert session.id is not None
-        state = self.checkpoint(session.id)
+        state, advanced = self._resume(session, before_seq)
+        if advanced:
+            self._save(session.id, state)
+        return state
+
+    def _resume(self, session: AgentSession, before_seq: int | None) -> tuple[SessionState, bool]:
+        """The checkpoint with the events after it folded in (one read transaction); True when
+        there were such events, so the checkpoint should be saved again."""
         with self.db.session() as s:
+            row = s.exec(
+                select(ContextCheckpoint).where(ContextCheckpoint.session_id == session.id)
+            ).first()
+            state = SessionState.from_json(row.state) if row is not None else SessionState()
             query = select(SessionEvent).where(
                 SessionEvent.session_id == session.id,
                 col(SessionEvent.seq) > state.through_seq,
@@ -104,8 +132,6 @@ class ContextEngine:
             if before_seq is not None:
                 query = query.where(col(SessionEvent.seq) < before_seq)
             events = list(s.exec(query.order_by(col(SessionEvent.seq))).all())
-        if not events:
-            return state
         for event in events:
             folded = fold(
                 state,
@@ -114,8 +140,7 @@ class ContextEngine:
                 hydrate_at=self.config.hydrate_threshold,
             )
             self._store(session, folded.cards)
-        self._save(session.id, state)
-        return state
+        return state, bool(events)
 
     def _store(self, session: AgentSession, cards: Sequence[Card]) -> None:
         for card in cards:
@@ -133,26 +158,32 @@ class ContextEngine:
         for _ in range(2):
             try:
                 with self.db.session() as s:
-                    row = s.exec(
-                        select(ContextCheckpoint).where(ContextCheckpoint.session_id == session_id)
-                    ).first()
-                    if row is None:
-                        row = ContextCheckpoint(session_id=session_id)
-                    elif row.through_seq >= state.through_seq:
-                        return  # an equal or newer checkpoint is already saved
-                    row.through_seq, row.turn, row.state = state.through_seq, state.turn, data
-                    row.updated_at = utcnow()
-                    s.add(row)
+                    _save_checkpoint(s, session_id, state.through_seq, state.turn, data)
                 return
             except IntegrityError:
                 continue  # created concurrently: compare with it on the next pass
 
     # --- turns --------------------------------------------------------------------------
 
-    def begin(self, session: AgentSession, current: SessionEvent) -> TurnContext:
-        """Resume the session and fold in ``current``; the turn's prompt and tools come next."""
+    def begin(
+        self, session: AgentSession, current: SessionEvent, *, deferred: bool = False
+    ) -> TurnContext:
+        """Resume the session and fold in ``current``; the turn's prompt and tools come next.
+
+        With ``deferred``, the new checkpoint and the turn's telemetry are not written at once
+        but by :meth:`TurnContext.save_in`, in the caller's transaction (a worker saves them
+        with the turn's reply: one write instead of three).
+        """
         started = time.perf_counter()
-        state = self.catch_up(session, current.seq)
+        assert session.id is not None
+        state, advanced = self._resume(session, current.seq)
+        checkpoint: _Checkpoint | None = None
+        if advanced:
+            snapshot = (state.through_seq, state.turn, state.to_json())
+            if deferred:
+                checkpoint = snapshot
+            else:
+                self._save(session.id, state)
         view = _view(current)
         prose = render_text(current.text, self.config.distill_chars).prose
         query_state_items = hydrate(state, prose[:4000], self.config.hydrate_threshold)
@@ -163,7 +194,10 @@ class ContextEngine:
             hydrate_at=self.config.hydrate_threshold,
         )
         self._store(session, folded.cards)
-        return TurnContext(self, session, current, state, query_state_items, started, folded.cards)
+        turn = TurnContext(self, session, current, state, query_state_items, started, folded.cards)
+        turn._deferred = deferred
+        turn._checkpoint = checkpoint
+        return turn
 
     def telemetry(self, session_id: int) -> list[ContextTelemetry]:
         """The session's per-turn telemetry rows, oldest first."""
@@ -179,15 +213,50 @@ class ContextEngine:
     def record(self, session_id: int, event_seq: int, **fields: Any) -> None:
         """Insert or update the telemetry row of one turn."""
         with self.db.session() as s:
-            row = s.exec(
-                select(ContextTelemetry).where(
-                    ContextTelemetry.session_id == session_id,
-                    ContextTelemetry.event_seq == event_seq,
-                )
-            ).first() or ContextTelemetry(session_id=session_id, event_seq=event_seq)
-            for name, value in fields.items():
-                setattr(row, name, value)
-            s.add(row)
+            _record_in(s, session_id, event_seq, fields)
+
+
+def _save_checkpoint(s: Session, session_id: int, through_seq: int, turn: int, data: Any) -> None:
+    """Write the checkpoint in ``s`` unless an equal or newer one is already saved."""
+    advanced = s.exec(
+        update(ContextCheckpoint)
+        .where(
+            col(ContextCheckpoint.session_id) == session_id,
+            col(ContextCheckpoint.through_seq) < through_seq,
+        )
+        .values(through_seq=through_seq, turn=turn, state=data, updated_at=utcnow())
+    )
+    if advanced.rowcount:  # the usual case: one statement
+        return
+    saved = s.exec(
+        select(ContextCheckpoint.id).where(ContextCheckpoint.session_id == session_id)
+    ).first()
+    if saved is None:  # the session's first checkpoint
+        s.add(
+            ContextCheckpoint(session_id=session_id, through_seq=through_seq, turn=turn, state=data)
+        )
+
+
+def _record_in(s: Session, session_id: int, event_seq: int, fields: dict[str, Any]) -> None:
+    insert = _UPSERTS.get(s.get_bind().dialect.name)
+    if insert is not None:
+        # One statement instead of a read and an ORM write: this runs on every turn.
+        values = ContextTelemetry(session_id=session_id, event_seq=event_seq, **fields)
+        s.execute(
+            insert(ContextTelemetry)
+            .values(**values.model_dump(exclude={"id"}))
+            .on_conflict_do_update(index_elements=["session_id", "event_seq"], set_=fields)
+        )
+        return
+    row = s.exec(
+        select(ContextTelemetry).where(
+            ContextTelemetry.session_id == session_id,
+            ContextTelemetry.event_seq == event_seq,
+        )
+    ).first() or ContextTelemetry(session_id=session_id, event_seq=event_seq)
+    for name, value in fields.items():
+        setattr(row, name, value)
+    s.add(row)
 
 
 class TurnContext:
@@ -209,6 +278,9 @@ class TurnContext:
         self.state = state
         self.hydrated = hydrated
         self.retrieved = 0
+        self._deferred = False
+        self._checkpoint: _Checkpoint | None = None
+        self._telemetry: dict[str, Any] = {}
         # Resuming the session and folding in (distilling) the new message, then compiling.
         self.prepare_ms = (time.perf_counter() - started) * 1000
         self.compile_ms = 0.0
@@ -254,9 +326,7 @@ class TurnContext:
                 config=config,
             )
         self.compile_ms = (time.perf_counter() - started) * 1000
-        self.engine.record(
-            self.session_id,
-            self.current.seq,
+        self._record(
             mode=config.mode,
             level=compiled.level,
             pressure=compiled.pressure,
@@ -278,9 +348,23 @@ class TurnContext:
     def finish(self) -> None:
         """Record what the turn did after the prompt (artifacts retrieved)."""
         if self.retrieved:
-            self.engine.record(
-                self.session_id, self.current.seq, artifacts_retrieved=self.retrieved
-            )
+            self._record(artifacts_retrieved=self.retrieved)
+
+    def save_in(self, s: Session) -> None:
+        """Write what a deferred turn held back (checkpoint, telemetry) in the transaction
+        ``s``; a no-op for a turn that wrote them at once."""
+        if self._checkpoint is not None:
+            _save_checkpoint(s, self.session_id, *self._checkpoint)
+            self._checkpoint = None
+        if self._telemetry:
+            _record_in(s, self.session_id, self.current.seq, self._telemetry)
+            self._telemetry = {}
+
+    def _record(self, **fields: Any) -> None:
+        if self._deferred:
+            self._telemetry.update(fields)
+        else:
+            self.engine.record(self.session_id, self.current.seq, **fields)
 
     # --- tools ---------------------------------------------------------------------------
 

@@ -129,8 +129,9 @@ class AnthropicLLM:
         Raises LLMAuthError when the key is rejected (401) or lacks permission (403), and
         LLMError, naming the status and the provider's message, for any other failure.
         """
+        model = request.model or self.model
         try:
-            message = self._send(request)
+            message = self._send(request, model)
         except anthropic.AuthenticationError as exc:
             # `from None`: the SDK error carries the request, whose headers hold the key.
             raise LLMAuthError(
@@ -140,10 +141,11 @@ class AnthropicLLM:
         except anthropic.PermissionDeniedError as exc:
             raise LLMAuthError(
                 f"Anthropic refused this API key access ({self._describe(exc)}). Check that"
-                f" ANTHROPIC_API_KEY's workspace may use model {self.model!r} (CAIRN_MODEL)."
+                f" ANTHROPIC_API_KEY's workspace may use model {model!r} (CAIRN_MODEL or the"
+                " agent's model in cairn.toml)."
             ) from None
         except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
-            raise LLMError(self._explain(exc)) from exc
+            raise LLMError(self._explain(exc, model)) from exc
         if message.stop_reason is None:
             raise LLMError(
                 "the answer from Anthropic was cut off before it was complete (no stop reason);"
@@ -161,14 +163,14 @@ class AnthropicLLM:
         )
         return response
 
-    def _send(self, request: LLMRequest) -> APIMessage:
+    def _send(self, request: LLMRequest, model: str) -> APIMessage:
         system = _system(request)
         messages = [_message(m) for m in request.messages]
         tools = _tools(request.tools)
         metadata = _metadata(request.metadata)
         if self.stream:
             with self._client.messages.stream(
-                model=self.model,
+                model=model,
                 max_tokens=request.max_tokens,
                 system=system or omit,
                 messages=messages,
@@ -177,7 +179,7 @@ class AnthropicLLM:
             ) as stream:
                 return stream.get_final_message()
         return self._client.messages.create(
-            model=self.model,
+            model=model,
             max_tokens=request.max_tokens,
             system=system or omit,
             messages=messages,
@@ -185,7 +187,7 @@ class AnthropicLLM:
             metadata=metadata or omit,
         )
 
-    def _explain(self, exc: anthropic.AnthropicError | httpx2.HTTPError) -> str:
+    def _explain(self, exc: anthropic.AnthropicError | httpx2.HTTPError, model: str) -> str:
         """A message for a failed call that a person can act on."""
         n = self.max_retries
         retries = f"after {n} {'retry' if n == 1 else 'retries'}" if n else "without retrying"
@@ -219,7 +221,10 @@ class AnthropicLLM:
                 f" retrying, longer than Cairn waits ({LONGEST_RETRY_AFTER:g}s); try again later"
             )
         if exc.status_code == 404:
-            return f"Anthropic answered {self._describe(exc)}; check CAIRN_MODEL ({self.model!r})"
+            return (
+                f"Anthropic answered {self._describe(exc)}; check the model name ({model!r}, from"
+                " CAIRN_MODEL or the agent's model in cairn.toml)"
+            )
         if _retryable(exc.status_code):
             return f"Anthropic answered {self._describe(exc)} ({retries}); try again later"
         return f"Anthropic answered {self._describe(exc)}"

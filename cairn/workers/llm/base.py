@@ -88,6 +88,8 @@ class LLMRequest:
     ``system`` is the stable prefix (instructions, tool rules) that prompt caching can reuse;
     ``context`` is the per-turn part of the system prompt (checkpoint, recalled memories,
     memos) that changes from turn to turn and therefore comes after the cached prefix.
+    ``model`` is the agent's own model (``[agents.NAME] model`` in cairn.toml); None leaves the
+    choice to the adapter's configured model. Adapters with a single model ignore it.
     """
 
     system: str
@@ -96,6 +98,7 @@ class LLMRequest:
     context: str = ""
     max_tokens: int = 1024
     metadata: dict[str, str] = field(default_factory=dict)
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

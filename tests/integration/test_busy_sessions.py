@@ -1,0 +1,145 @@
+"""Busy sessions and the shortcuts of the hot path: a task never waits for a session another
+worker holds, yet no message is left behind; the broker transport reuses its Redis client; an
+embedded index held by another process is not reopened on every query."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from kombu import Connection
+from sqlmodel import col, select
+
+from cairn.bot.events import ChatEvent
+from cairn.bot.ingest import Admission, ingest
+from cairn.db.models import ContextCheckpoint, ContextTelemetry, OutboundMessage
+from cairn.memory.events import EventLog
+from cairn.memory.index import EdgeIndex, IndexUnavailable
+from cairn.runtime import Runtime
+from cairn.workers.broker import Transport
+from cairn.workers.llm.base import LLMRequest, LLMResponse, TextBlock
+from cairn.workers.turn import handle_pending
+
+
+def _queue(rt: Runtime, text: str) -> int:
+    event = ChatEvent(
+        platform="console", tenant="acme", channel="C1", thread="t1", user="ann", text=text
+    )
+    result = ingest(EventLog(rt.db), event, agent="cairn", max_chars=1000)
+    assert result.admission is Admission.QUEUED
+    assert result.session_id is not None
+    return result.session_id
+
+
+class _Gated:
+    """A model whose first answer waits until the test lets it go."""
+
+    name = "gated"
+
+    def __init__(self) -> None:
+        self.thinking = threading.Event()
+        self.go = threading.Event()
+        self.calls = 0
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        self.calls += 1
+        if self.calls == 1:
+            self.thinking.set()
+            assert self.go.wait(30)
+        return LLMResponse((TextBlock(f"answer {self.calls}"),))
+
+
+def test_a_task_for_a_busy_session_returns_at_once_and_the_holder_answers_for_it(
+    runtime: Runtime,
+) -> None:
+    model = _Gated()
+    runtime._llm = model
+    session_id = _queue(runtime, "first question")
+    handled: list[int] = []
+    holder = threading.Thread(target=lambda: handled.append(handle_pending(runtime, session_id)))
+    holder.start()
+    assert model.thinking.wait(30)  # the holder is mid-turn, lock held
+
+    _queue(runtime, "second question")
+    started = time.monotonic()
+    assert handle_pending(runtime, session_id) == 0  # turned away, not queued behind the lock
+    assert time.monotonic() - started < 2
+
+    model.go.set()
+    holder.join(30)
+    assert handled == [2]  # the holder answered the second message too
+    with runtime.db.session() as s:
+        replies = s.exec(
+            select(OutboundMessage)
+            .where(OutboundMessage.session_id == session_id)
+            .order_by(col(OutboundMessage.id))
+        ).all()
+        assert [r.text for r in replies] == ["answer 1", "answer 2"]
+        # The turns' checkpoint and telemetry were written with their replies.
+        assert s.exec(select(ContextCheckpoint)).one().session_id == session_id
+        assert len(s.exec(select(ContextTelemetry)).all()) == 2
+
+
+def test_the_broker_transport_acknowledges_through_one_reused_client(redis_url: str) -> None:
+    with Connection(redis_url, transport=Transport) as conn:
+        queue = conn.SimpleQueue("cairn-test-transport")
+        for n in range(3):
+            queue.put({"n": n})
+        clients = set()
+        got = []
+        for _ in range(3):
+            message = queue.get(timeout=5)
+            got.append(message.payload["n"])
+            message.ack()
+            clients.add(id(queue.channel._shared_client))
+        assert got == [0, 1, 2]
+        assert len(clients) == 1
+        # Acknowledged for real: nothing is left unacked for a restart to redeliver.
+        client = queue.channel._shared_client
+        assert client.hlen(queue.channel.unacked_key) == 0
+        queue.close()
+
+
+def test_an_edge_index_held_by_another_process_is_not_reopened_on_every_query(
+    tmp_path: Path,
+) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                import sys, time
+                from pathlib import Path
+                from cairn.memory.index import EdgeIndex
+                EdgeIndex(Path({str(tmp_path)!r}), dense_dim=4).count()
+                print("open", flush=True)
+                sys.stdin.read()
+                """
+            ),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "open"
+        index = EdgeIndex(tmp_path, dense_dim=4)
+        with pytest.raises(IndexUnavailable, match="unavailable"):
+            index.count()
+        started = time.perf_counter()
+        for _ in range(20):
+            with pytest.raises(IndexUnavailable, match="unavailable"):
+                index.search("deploy", "acme", "cairn", 5)
+        # Twenty queries answer from the remembered failure, without touching the folder.
+        assert time.perf_counter() - started < 0.5
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(30)

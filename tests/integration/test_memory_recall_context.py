@@ -1,0 +1,99 @@
+"""Recall beyond similarity: the date a question names, and the turns around a matching turn."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cairn.memory import MemoryStore, Scope, Source, Visibility
+from cairn.runtime import Runtime
+
+OPS = Scope("acme", "ops")
+LATER = datetime(2024, 12, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def store(runtime: Runtime) -> MemoryStore:
+    return runtime.memory
+
+
+def _with(store: MemoryStore, **weights: Any) -> MemoryStore:
+    """The same memories (database and index) ranked with other weights."""
+    return MemoryStore(
+        store.db,
+        store.index,
+        embedder=store.embedder,
+        weights=dataclasses.replace(store.weights, **weights),
+    )
+
+
+def _episode(store: MemoryStore, text: str, thread: str, when: datetime) -> int:
+    written = store.remember(
+        text,
+        OPS,
+        kind="episode",
+        visibility=Visibility.TEAM,
+        source=Source(platform="console", thread=thread),
+        created_at=when,
+        flush=False,
+    )
+    return written.memory.id
+
+
+def test_a_question_naming_a_day_finds_what_was_said_that_day(store: MemoryStore) -> None:
+    start = datetime(2024, 1, 1, 12, tzinfo=UTC)
+    for day in range(0, 120, 2):  # sixty closer matches, on other days
+        when = start + timedelta(days=day)
+        if abs(when - datetime(2024, 3, 4, tzinfo=UTC)) > timedelta(days=3):
+            text = f"ann: the deploy failed, node {day} ran out of disk"
+            _episode(store, text, f"t{day}", when)
+    text = "bob: the deploy failed, the cache filled up"
+    that_day = _episode(store, text, "t", datetime(2024, 3, 4, 15, tzinfo=UTC))
+    store.flush_outbox()
+    question = "why did the deploy fail on 4 March, 2024?"
+    found = store.recall(question, OPS, 5, now=LATER, touch=False)
+    assert found[0].memory.id == that_day
+    undated = _with(store, period=0.0).recall(question, OPS, 5, now=LATER, touch=False)
+    assert undated[0].memory.id != that_day  # "4 March" alone matches "node 4" better
+
+
+def test_an_answer_a_few_turns_after_the_question_shares_its_relevance(
+    store: MemoryStore,
+) -> None:
+    when = datetime(2024, 5, 1, 9, tzinfo=UTC)
+    turns = [
+        "ann: which database does billing run on these days?",
+        "bob: hmm, good one",
+        "bob: the same one as last year, nothing changed",
+        "ann: thanks!",
+    ]
+    ids = [
+        _episode(store, text, "billing", when + timedelta(seconds=30 * i))
+        for i, text in enumerate(turns)
+    ]
+    for i in range(40):  # other threads about other services
+        _episode(store, f"cy: the {i}th service runs on box {i} in rack {i % 7}", f"x{i}", when)
+    store.flush_outbox()
+    answer = ids[2]  # two turns after the question, sharing no word with it
+    question = "which database does billing run on?"
+    found = [r.memory.id for r in store.recall(question, OPS, 5, now=LATER, touch=False)]
+    assert answer in found
+    alone = _with(store, context_turns=0)
+    assert answer not in [
+        r.memory.id for r in alone.recall(question, OPS, 5, now=LATER, touch=False)
+    ]
+
+
+def test_turns_of_another_thread_lend_nothing(store: MemoryStore) -> None:
+    when = datetime(2024, 5, 1, 9, tzinfo=UTC)
+    asked = _episode(store, "ann: which database does billing run on these days?", "a", when)
+    other = _episode(store, "cy: lunch at noon?", "b", when + timedelta(seconds=1))
+    store.flush_outbox()
+    question = "which database does billing run on?"
+    found = {r.memory.id: r.score for r in store.recall(question, OPS, 5, now=LATER, touch=False)}
+    alone = _with(store, context_turns=0).recall(question, OPS, 5, now=LATER, touch=False)
+    assert next(iter(found)) == asked
+    assert found.get(other) == {r.memory.id: r.score for r in alone}.get(other)
