@@ -19,7 +19,7 @@ import click
 
 from cairn.errors import InvalidInput, NotFound
 from cairn.memory.scope import Scope
-from cairn.memory.store import MEMORY_KINDS, Memory
+from cairn.memory.store import MEMORY_KINDS, Memory, MemoryStore
 from cairn.progress import progress_bar
 
 __all__ = ["memory", "session_end"]
@@ -150,18 +150,34 @@ memory.add_command(memory_search, "recall")
 @_scope_options
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def memory_show(memory_id: int, tenant: str | None, agent: str | None, as_json: bool) -> None:
-    """Everything about one memory: scope, source, scores, tier, retraction."""
+    """Everything about one memory: scope, source, scores, tier, retraction, share history."""
     with _runtime(tenant, agent) as (rt, scope):
         found = rt.memory.get(memory_id, scope)
         if found is None:
             raise NotFound(f"no memory #{memory_id} visible to {scope.agent} in {scope.tenant}")
+        audit = _audit(rt.memory, found, scope)
         data = _as_json(found)
         if as_json:
-            click.echo(json.dumps(data))
+            click.echo(json.dumps({**data, "audit": audit}))
             return
         width = max(len(k) for k in data)
         for key, value in data.items():
             click.echo(f"{key:<{width}}  {value}")
+        for act in audit:
+            click.echo(
+                f"{'history':<{width}}  {act['created_at']} {act['action']} by {act['actor']}"
+            )
+
+
+def _audit(store: MemoryStore, m: Memory, scope: Scope) -> list[dict[str, Any]]:
+    """The recorded share / unshare acts on ``m``, oldest first, as JSON-ready dicts."""
+    from cairn.memory import sharing
+
+    owner = Scope(scope.tenant, m.agent or scope.agent)
+    return [
+        {**asdict(e), "created_at": e.created_at.isoformat()}
+        for e in sharing.history(store, m.id, owner)
+    ]
 
 
 @memory.command("retract")
@@ -196,12 +212,7 @@ def _share_command(action: str) -> Any:
         with _runtime(tenant, agent) as (rt, scope):
             m = act(rt.memory, memory_id, scope, by=by or getpass.getuser())
             if as_json:
-                owner = Scope(scope.tenant, m.agent or scope.agent)
-                audit = [
-                    {**asdict(e), "created_at": e.created_at.isoformat()}
-                    for e in sharing.history(rt.memory, m.id, owner)
-                ]
-                click.echo(json.dumps({**_as_json(m), "audit": audit}))
+                click.echo(json.dumps({**_as_json(m), "audit": _audit(rt.memory, m, scope)}))
             else:
                 seen = "every agent of " + m.tenant if m.visibility != "private" else m.agent
                 click.echo(f"{action}d #{m.id} (now visible to {seen}): {m.text}")

@@ -160,7 +160,20 @@ def end_session(rt: Runtime, session_id: int, *, forbidden: tuple[str, ...] = ()
         channel, thread, platform = session.channel, session.thread_ref, session.platform
     learnings = extract_learnings(rt.llm, _transcript(events), forbidden=forbidden)
     scope = Scope(tenant, agent, channel, None, thread)
-    source = Source(platform=platform, channel=channel, thread=thread, author=f"{agent}:learnings")
+    # Which speaker a learning came from is unknown: one untrusted voice in the stretch (a
+    # guest, another bot, a configured user) makes all of its learnings untrusted.
+    untrusted = any(
+        e.kind == EventKind.MESSAGE
+        and ((e.data or {}).get("untrusted") is True or e.user in rt.settings.untrusted_users)
+        for e in events
+    )
+    source = Source(
+        platform=platform,
+        channel=channel,
+        thread=thread,
+        author=f"{agent}:learnings",
+        untrusted=untrusted,
+    )
     remembered: list[Memory] = []
     for learning in learnings:
         try:

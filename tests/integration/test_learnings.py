@@ -29,11 +29,18 @@ class ScriptedLLM:
         return LLMResponse(content=(TextBlock(self.answer),))
 
 
-def _session(rt: Runtime, *messages: str) -> int:
+def _session(rt: Runtime, *messages: str, untrusted: bool = False) -> int:
     events = EventLog(rt.db)
     session = events.open_session(ThreadRef("console", "acme", "C1", "incident-42"), "ops")
     for text in messages:
-        events.append(session.id or 0, "acme", EventKind.MESSAGE, text=text, user="ann")
+        events.append(
+            session.id or 0,
+            "acme",
+            EventKind.MESSAGE,
+            text=text,
+            user="ann",
+            data={"untrusted": untrusted},
+        )
     return session.id or 0
 
 
@@ -106,3 +113,21 @@ def test_a_session_already_marked_ended_is_still_reviewed_once(runtime: Runtime)
         s.add(session)
     assert [m.text for m in end_session(runtime, sid)] == ["The pager rotation changes on Mondays."]
     assert end_session(runtime, sid) == []
+
+
+def test_learnings_from_a_stretch_with_an_untrusted_speaker_are_untrusted(
+    runtime: Runtime,
+) -> None:
+    answer = json.dumps([{"kind": "fact", "text": "The staging database is db-stage-2."}])
+    runtime._llm = ScriptedLLM(answer)
+    trusted = end_session(runtime, _session(runtime, "staging db is db-stage-2"))
+    assert [m.untrusted for m in trusted] == [False]
+    runtime.memory.retract(trusted[0].id, Scope("acme", "ops"), by="ann")
+
+    runtime._llm = ScriptedLLM(
+        json.dumps([{"kind": "fact", "text": "The staging database is db-stage-9."}])
+    )
+    guest = _session(runtime, "staging db is db-stage-9", untrusted=True)
+    [learned] = end_session(runtime, guest)
+    assert learned.untrusted
+    assert not learned.confirmed

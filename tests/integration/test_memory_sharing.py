@@ -132,6 +132,13 @@ def test_the_cli_shares_and_unshares_with_json_and_scope_flags() -> None:
     shared = json.loads(out)
     assert (shared["visibility"], shared["agent"]) == ("team", None)
     assert [(a["action"], a["actor"]) for a in shared["audit"]] == [("share", "ann")]
+    code, out = _cli("memory", "show", str(memory_id), "--agent", "review", "--json")
+    assert [(a["action"], a["actor"]) for a in json.loads(out)["audit"]] == [("share", "ann")]
+    code, out = _cli("memory", "show", str(memory_id), "--agent", "review")
+    assert code == 0
+    assert [line.split()[2:] for line in out.splitlines() if line.startswith("history")] == [
+        ["share", "by", "ann"]
+    ]
     code, out = _cli("memory", "search", "deploys frozen", "--agent", "review", "--json")
     assert json.loads(out.splitlines()[0])["id"] == memory_id
     code, out = _cli("memory", "unshare", str(memory_id), "--agent", "review")
