@@ -11,23 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.test_console_chat import _env, chat
+from tests.support.agents import FREEZE, declare_agents
 from tests.support.messages_server import MessagesServer, text_message, tool_use_message
 
-FREEZE = "deploys are frozen until Monday"
 REVIEW_MODEL = "claude-opus-4-1"
 
 
 def _declare_agents(home: Path) -> None:
-    """A cairn.toml in CAIRN_HOME declaring the two agents, as a deployment would."""
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "cairn.toml").write_text(
-        'cairn_agent = "ops"\n'
-        "[agents.ops]\n"
-        'description = "runs deploys"\n'
-        "[agents.review]\n"
-        'description = "reviews and merges pull requests"\n'
+    """The two agents, review with instructions and a model of its own."""
+    declare_agents(
+        home,
         'instructions = "Check for deploy freezes before approving a merge."\n'
-        f'model = "{REVIEW_MODEL}"\n'
+        f'model = "{REVIEW_MODEL}"\n',
     )
 
 

@@ -13,7 +13,6 @@ import pytest
 
 from cairn.db.models import AgentSession
 from tests.e2e.test_matrix import (  # noqa: F401 - synapse is a fixture the others use
-    FACT,
     Cairn,
     Person,
     answers_to,
@@ -24,6 +23,7 @@ from tests.e2e.test_matrix import (  # noqa: F401 - synapse is a fixture the oth
     synapse,
     wait_for,
 )
+from tests.support.agents import FREEZE, declare_agents
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -32,20 +32,12 @@ def test_ops_memos_review_in_one_thread_and_review_answers_with_it_in_another(
     cairn: Cairn,  # noqa: F811 - the fixture imported above
     people: Callable[[str], Person],  # noqa: F811
 ) -> None:
-    home = settings_home()
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "cairn.toml").write_text(
-        'cairn_agent = "ops"\n'
-        "[agents.ops]\n"
-        'description = "runs deploys"\n'
-        "[agents.review]\n"
-        'description = "reviews and merges pull requests"\n'
-    )
+    declare_agents(settings_home())
     cairn.start()
     alice = people("alice")
     room = room_with_bot(alice, cairn)
 
-    told = alice.send(room, f"ops: tell review that {FACT}", mention=cairn.id)
+    told = alice.send(room, f"ops: tell review that {FREEZE}", mention=cairn.id)
     wait_for(
         "ops to confirm the memo",
         lambda: [
@@ -58,7 +50,7 @@ def test_ops_memos_review_in_one_thread_and_review_answers_with_it_in_another(
     wait_for(
         "review to answer with the freeze",
         lambda: [
-            e for e in answers_to(alice, room, cairn.id, asked) if FACT in e["content"]["body"]
+            e for e in answers_to(alice, room, cairn.id, asked) if FREEZE in e["content"]["body"]
         ],
     )
     sessions = cairn.db_rows(AgentSession, AgentSession.channel == room)

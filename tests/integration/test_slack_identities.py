@@ -16,6 +16,7 @@ from sqlmodel import select
 from cairn.bot.slack import SlackFrontend
 from cairn.config import load_settings
 from cairn.db.models import OutboundMessage, SessionEvent
+from tests.support.agents import declare_agents
 from tests.support.slack_api import BOT_TOKEN, BOT_USER
 from tests.support.slack_harness import Harness, running_slack
 
@@ -45,14 +46,7 @@ def pair(
 ) -> Iterator[tuple[Harness, Harness]]:
     """The shared identity (ops, the default) and review's own, on one set of stand-ins."""
     home = tmp_path_factory.mktemp("home")
-    (home / "cairn.toml").write_text(
-        'cairn_agent = "ops"\n'
-        "[agents.ops]\n"
-        'description = "runs deploys"\n'
-        "[agents.review]\n"
-        'description = "reviews pull requests"\n'
-        "own_identity = true\n"
-    )
+    declare_agents(home, "own_identity = true\n")
     monkeypatch.setenv("CAIRN_HOME", str(home))
     monkeypatch.setenv("CAIRN_REDIS_URL", redis_url)
     with running_slack(monkeypatch) as shared:

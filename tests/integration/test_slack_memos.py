@@ -12,22 +12,14 @@ from sqlmodel import select
 
 from cairn.db.models import AgentSession
 from tests.integration.test_slack_frontend import mention
+from tests.support.agents import FREEZE, declare_agents
 from tests.support.slack_harness import running_slack
-
-FREEZE = "deploys are frozen until Monday"
 
 
 def test_ops_memos_review_in_one_thread_and_review_answers_with_it_in_another(
     clean_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    clean_env.mkdir(parents=True, exist_ok=True)
-    (clean_env / "cairn.toml").write_text(
-        'cairn_agent = "ops"\n'
-        "[agents.ops]\n"
-        'description = "runs deploys"\n'
-        "[agents.review]\n"
-        'description = "reviews and merges pull requests"\n'
-    )
+    declare_agents(clean_env)
     with running_slack(monkeypatch) as h:
         h.deliver(mention(f"ops: tell review that {FREEZE}", ts="1700000100.000100"))
         h.settle()
