@@ -1,22 +1,31 @@
-"""Several agents behind one Matrix bot, against a real Synapse on 127.0.0.1: the issue's memo
-scenario. In thread A the ops agent learns that deploys are frozen and memos the review agent;
-in thread B, asked to merge and deploy, the review agent answers with the freeze.
+"""Several agents on Matrix, against a real Synapse on 127.0.0.1. Behind one bot user, the
+issue's memo scenario: in thread A the ops agent learns that deploys are frozen and memos the
+review agent; in thread B, asked to merge and deploy, the review agent answers with the freeze.
+And an agent with a Matrix user of its own, beside the shared one.
 
 The homeserver, people and bot come from the fixtures of :mod:`tests.e2e.test_matrix`.
 """
 
 from __future__ import annotations
 
+import secrets
+import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from cairn.bot.matrix import MatrixFrontend
+from cairn.config import load_settings
 from cairn.db.models import AgentSession
 from tests.e2e.test_matrix import (  # noqa: F401 - synapse is a fixture the others use
     Cairn,
     Person,
+    Synapse,
     answers_to,
     cairn,
+    joined,
     people,
     room_with_bot,
     settings_home,
@@ -57,3 +66,51 @@ def test_ops_memos_review_in_one_thread_and_review_answers_with_it_in_another(
     assert sorted((s.thread_ref, s.agent) for s in sessions) == sorted(
         [(told, "ops"), (asked, "review")]
     )
+
+
+def test_an_agent_with_its_own_matrix_user_answers_what_mentions_it(
+    cairn: Cairn,  # noqa: F811
+    people: Callable[[str], Person],  # noqa: F811
+    synapse: Synapse,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    declare_agents(settings_home(), "own_identity = true\n")
+    cairn.start()  # the shared identity: ops, and every agent without a user of its own
+    assert cairn.pipeline is not None
+    # review's own user, served by a second frontend (its own CAIRN_HOME for the sync state)
+    # on the same database and workers, as a second deployment would be.
+    review_account = synapse.register(f"review-{secrets.token_hex(3)}")
+    declare_agents(tmp_path / "review-home", "own_identity = true\n")
+    monkeypatch.setenv("CAIRN_HOME", str(tmp_path / "review-home"))
+    monkeypatch.setenv("MATRIX_USER_ID", review_account.user_id)
+    monkeypatch.setenv("MATRIX_PASSWORD", review_account.password)
+    monkeypatch.setenv("CAIRN_AGENT", "review")
+    settings = load_settings()
+    assert settings.identity_agent == "review"
+    review = MatrixFrontend(cairn.pipeline, settings)
+    stop = threading.Event()
+    thread = threading.Thread(target=review.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_for("review's first sync", review.healthy)
+        alice = people("alice")
+        room = alice.create_room(invite=(cairn.id, review_account.user_id))
+        wait_for("both bots to join", lambda: joined(alice, room, cairn.id))
+        wait_for("review to join", lambda: joined(alice, room, review_account.user_id))
+
+        asked = alice.send(room, "can we merge PR 42?", mention=review_account.user_id)
+        wait_for("review's answer", lambda: answers_to(alice, room, review_account.user_id, asked))
+        told = alice.send(room, f"remember {FREEZE}", mention=cairn.id)
+        wait_for("ops' answer", lambda: answers_to(alice, room, cairn.id, told))
+        time.sleep(1.5)  # room for a wrong second answer to arrive
+        assert answers_to(alice, room, cairn.id, asked) == []
+        assert answers_to(alice, room, review_account.user_id, told) == []
+        assert len(answers_to(alice, room, review_account.user_id, asked)) == 1
+        sessions = cairn.db_rows(AgentSession, AgentSession.channel == room)
+        assert sorted((s.thread_ref, s.agent) for s in sessions) == sorted(
+            [(asked, "review"), (told, "ops")]
+        )
+    finally:
+        stop.set()
+        thread.join(60)
