@@ -333,3 +333,30 @@ def test_an_event_that_keeps_failing_becomes_a_dead_letter_with_an_apology(
     assert letter.event_id == result.event_row
     assert "RuntimeError: bug in a tool adapter" in letter.reason
     assert letter.attempts == 3
+
+
+def test_a_locked_database_is_waited_out_and_nothing_is_lost(runtime: Runtime) -> None:
+    if runtime.db.engine.dialect.name != "sqlite":
+        pytest.skip("an exclusive file lock is SQLite's")
+    import sqlite3
+    import time
+
+    path = runtime.db.engine.url.database
+    assert path
+    # Another process's long write transaction, as a backup or a migration holds it.
+    blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    blocker.execute("BEGIN EXCLUSIVE")
+    releaser = threading.Timer(1.5, lambda: blocker.execute("COMMIT"))
+    releaser.start()
+    started = time.monotonic()
+    try:
+        session_id = _send(runtime, _msg("remember the VPN is vpn.example.com"))
+    finally:
+        releaser.join()
+        blocker.close()
+    assert time.monotonic() - started >= 1.0  # the write really met the lock, and waited
+    said = [(m.kind, m.text) for m in _outbound(runtime, session_id)]
+    assert said[1] == ("notice", "remembered: the VPN is vpn.example.com")
+    assert [m.text for m in runtime.memory.newest(Scope("acme", "cairn"))] == [
+        "the VPN is vpn.example.com"
+    ]
