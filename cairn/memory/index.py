@@ -34,6 +34,17 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 COLLECTION = "cairn_memory"
+# The layout of points (payload fields and their indexes). A new layout is a new collection or
+# folder, which the store's reconciler fills from the database on first use: an upgrade
+# re-indexes by itself. 2: points carry ``created``, range-indexed, for dated recall.
+LAYOUT = 2
+
+
+def _layout_name(base: str, dense_dim: int | None) -> str:
+    """The collection or folder name of this layout and vector size (``cairn_memory_v2_d384``)."""
+    return f"{base}_v{LAYOUT}" + ("" if dense_dim is None else f"_d{dense_dim}")
+
+
 SPARSE = "terms"
 DENSE = "dense"
 
@@ -139,7 +150,7 @@ class QdrantIndex:
         self.dense_dim = dense_dim
         # One collection per vector layout: switching models starts a fresh collection, which
         # the store's reconciler fills from the database.
-        self.collection = COLLECTION if dense_dim is None else f"{COLLECTION}_d{dense_dim}"
+        self.collection = _layout_name(COLLECTION, dense_dim)
         self._client: Any = None
         self._lock = threading.RLock()
         self._ready = False
@@ -363,7 +374,7 @@ class EdgeIndex:
 
     def __init__(self, path: Path, *, dense_dim: int | None = None) -> None:
         self.dense_dim = dense_dim
-        self._path = path / (f"edge_d{dense_dim}" if dense_dim is not None else "edge")
+        self._path = path / _layout_name("edge", dense_dim)
         self._lock = threading.RLock()
         self._shard: Any = None
         self._failure: tuple[float, str] | None = None  # (when, why) the last open failed
@@ -388,12 +399,6 @@ class EdgeIndex:
                 if shard is None:
                     if (self._path / "edge_config.json").exists():
                         shard = qe.EdgeShard.load(str(self._path))
-                        with contextlib.suppress(Exception):  # shards from before dates
-                            shard.update(
-                                qe.UpdateOperation.create_field_index(
-                                    "created", qe.PayloadSchemaType.Float
-                                )
-                            )
                     else:
                         shard = self._create(qe)
                     _EDGE_SHARDS[self._path] = shard

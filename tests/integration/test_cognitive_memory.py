@@ -15,6 +15,7 @@ from cairn.db import Database
 from cairn.db.models import MemoryRow
 from cairn.errors import InvalidInput
 from cairn.memory import MemoryStore, Scope, Source, Visibility
+from cairn.memory import index as index_module
 from cairn.memory.embed import build_embedder
 from cairn.memory.index import EdgeIndex, QdrantIndex
 from cairn.memory.portable import export_memories, import_memories
@@ -250,3 +251,21 @@ def test_export_and_import_round_trip_losslessly(
 def test_import_refuses_a_malformed_line_naming_it(store: MemoryStore) -> None:
     with pytest.raises(InvalidInput, match="line 2"):
         import_memories(store.db, ['{"format": "cairn.memory/1"}'[:0] or "", "not json"])
+
+
+def test_a_new_index_layout_is_filled_from_the_database_on_first_reconcile(
+    database: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = _store(database, tmp_path)
+    old.remember("The VPN endpoint is vpn.acme.test", OPS)
+    assert old.index is not None
+    old_place = old.index.where
+    monkeypatch.setattr(index_module, "LAYOUT", index_module.LAYOUT + 1)
+    upgraded = _store(database, tmp_path)  # the same folder, after an upgrade of Cairn
+    assert upgraded.index is not None
+    assert upgraded.index.where != old_place
+    assert upgraded.reconcile() == (0, 1)
+    assert upgraded.index.count() == 1
+    assert upgraded.recall("vpn endpoint", OPS, 1)[0].memory.text == (
+        "The VPN endpoint is vpn.acme.test"
+    )
