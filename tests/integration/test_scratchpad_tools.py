@@ -20,25 +20,12 @@ from cairn.memory.working import (
     WorkingMemory,
 )
 from cairn.runtime import Runtime
-from cairn.workers.llm.base import LLMRequest, LLMResponse, TextBlock, ToolUseBlock
+from cairn.workers.llm.base import LLMResponse, TextBlock, ToolUseBlock
 from cairn.workers.tools import SCRATCHPAD_TOOL_SPECS, Toolbox
 from cairn.workers.turn import handle_pending
+from tests.support.scripted_llm import ScriptedLLM as Scripted
 
 SCRATCHPAD_TOOLS = {spec.name for spec in SCRATCHPAD_TOOL_SPECS}
-
-
-class Scripted:
-    """Plays back fixed model answers and keeps the requests (the model is not under test)."""
-
-    name = "scripted"
-
-    def __init__(self, *answers: LLMResponse) -> None:
-        self.answers = list(answers)
-        self.requests: list[LLMRequest] = []
-
-    def complete(self, request: LLMRequest) -> LLMResponse:
-        self.requests.append(request)
-        return self.answers.pop(0)
 
 
 def _use(tool: str, **arguments: object) -> LLMResponse:

@@ -18,6 +18,7 @@ from cairn.memory.events import EventLog
 from cairn.runtime import Runtime
 from cairn.workers.llm.base import LLMRequest, LLMResponse, TextBlock, ToolUseBlock
 from cairn.workers.turn import handle_pending
+from tests.support.scripted_llm import ScriptedLLM as _Scripted
 
 
 def _msg(
@@ -171,20 +172,6 @@ def test_a_failing_model_gets_an_apology_not_silence(runtime: Runtime) -> None:
     assert "529" in apology.text
     [message] = [e for e in EventLog(runtime.db).events(session_id) if e.kind == "message"]
     assert message.status == EventStatus.FAILED
-
-
-class _Scripted:
-    """A model that plays back fixed answers (the model is not what these tests test)."""
-
-    name = "scripted"
-
-    def __init__(self, *answers: LLMResponse) -> None:
-        self.answers = list(answers)
-        self.requests: list[LLMRequest] = []
-
-    def complete(self, request: LLMRequest) -> LLMResponse:
-        self.requests.append(request)
-        return self.answers.pop(0)
 
 
 def test_tool_calls_are_logged_before_the_next_model_call(runtime: Runtime) -> None:

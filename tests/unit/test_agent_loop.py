@@ -19,20 +19,7 @@ from cairn.workers.llm.base import (
     ToolUseBlock,
 )
 from cairn.workers.tools import Toolbox
-
-
-class Scripted:
-    """Plays back fixed model answers and keeps the requests (the model is not under test)."""
-
-    name = "scripted"
-
-    def __init__(self, *answers: LLMResponse) -> None:
-        self.answers = list(answers)
-        self.requests: list[LLMRequest] = []
-
-    def complete(self, request: LLMRequest) -> LLMResponse:
-        self.requests.append(request)
-        return self.answers.pop(0)
+from tests.support.scripted_llm import ScriptedLLM as Scripted
 
 
 class ListLog:
