@@ -32,6 +32,7 @@ from sqlmodel import select
 
 from cairn.bot.matrix import ENCRYPTION_OFF_NOTICE, MatrixFrontend
 from cairn.bot.matrix.frontend import SYNC_FILTER
+from cairn.bot.matrix.state import StateFile
 from cairn.bot.pipeline import Pipeline
 from cairn.config import load_settings
 from cairn.db.models import AgentSession, MemoryRow, SessionEvent
@@ -437,7 +438,7 @@ def test_after_a_restart_nothing_is_replayed_and_a_message_sent_while_down_is_an
         room = room_with_bot(alice, cairn)
         before = alice.send(room, "what do you know?", mention=cairn.id)
         wait_for("the first answer", lambda: answers_to(alice, room, cairn.id, before))
-    state = json.loads((settings_home() / "matrix" / "state.json").read_text())
+    state = json.loads(StateFile(settings_home() / "matrix", cairn.id).path.read_text())
 
     while_down = alice.send(room, f"remember {FACT}", mention=cairn.id)
     with cairn_run(tmp_path / "second.log"):
@@ -455,7 +456,7 @@ def test_after_a_restart_nothing_is_replayed_and_a_message_sent_while_down_is_an
         "m.text",
         "m.notice",
     ]
-    after = json.loads((settings_home() / "matrix" / "state.json").read_text())
+    after = json.loads(StateFile(settings_home() / "matrix", cairn.id).path.read_text())
     assert after["device_id"] == state["device_id"]  # the same device: no second login
     assert after["since"] != state["since"]
 
@@ -724,7 +725,7 @@ def test_the_bot_can_log_in_with_an_access_token_instead_of_a_password(
     room = room_with_bot(alice, cairn)
     question = alice.send(room, "what do you know?", mention=cairn.id)
     wait_for("the answer", lambda: answers_to(alice, room, cairn.id, question))
-    state = json.loads((settings_home() / "matrix" / "state.json").read_text())
+    state = json.loads(StateFile(settings_home() / "matrix", cairn.id).path.read_text())
     assert state["access_token"] == ""  # the token stays in the environment, not on disk
     assert state["device_id"]
 

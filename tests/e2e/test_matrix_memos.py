@@ -12,7 +12,6 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -73,16 +72,13 @@ def test_an_agent_with_its_own_matrix_user_answers_what_mentions_it(
     people: Callable[[str], Person],  # noqa: F811
     synapse: Synapse,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
 ) -> None:
     declare_agents(settings_home(), "own_identity = true\n")
     cairn.start()  # the shared identity: ops, and every agent without a user of its own
     assert cairn.pipeline is not None
-    # review's own user, served by a second frontend (its own CAIRN_HOME for the sync state)
-    # on the same database and workers, as a second deployment would be.
+    # review's own user, served by a second frontend on the same database, workers and
+    # CAIRN_HOME (each account keeps its own sync state there), as a second deployment would be.
     review_account = synapse.register(f"review-{secrets.token_hex(3)}")
-    declare_agents(tmp_path / "review-home", "own_identity = true\n")
-    monkeypatch.setenv("CAIRN_HOME", str(tmp_path / "review-home"))
     monkeypatch.setenv("MATRIX_USER_ID", review_account.user_id)
     monkeypatch.setenv("MATRIX_PASSWORD", review_account.password)
     monkeypatch.setenv("CAIRN_AGENT", "review")
@@ -99,6 +95,7 @@ def test_an_agent_with_its_own_matrix_user_answers_what_mentions_it(
         wait_for("both bots to join", lambda: joined(alice, room, cairn.id))
         wait_for("review to join", lambda: joined(alice, room, review_account.user_id))
 
+        assert review.state_file.path != cairn.frontend.state_file.path  # type: ignore[union-attr]
         asked = alice.send(room, "can we merge PR 42?", mention=review_account.user_id)
         wait_for("review's answer", lambda: answers_to(alice, room, review_account.user_id, asked))
         told = alice.send(room, f"remember {FREEZE}", mention=cairn.id)

@@ -169,3 +169,22 @@ def test_a_corrupt_state_file_is_reported(tmp_path: Path) -> None:
         StateFile(tmp_path).load("https://hs", BOT)
     (tmp_path / "state.json").write_text(json.dumps({"homeserver": "https://hs"}))
     assert StateFile(tmp_path).load("https://hs", BOT).since == ""
+
+
+def test_two_accounts_keep_their_own_state_in_one_folder(tmp_path: Path) -> None:
+    other = "@review:example.org"
+    mine, theirs = StateFile(tmp_path, BOT), StateFile(tmp_path, other)
+    assert mine.path != theirs.path
+    mine.save(MatrixState("https://hs", BOT, "D1", "", "s1"))
+    theirs.save(MatrixState("https://hs", other, "D2", "", "s9"))
+    assert mine.load("https://hs", BOT).since == "s1"
+    assert theirs.load("https://hs", other).since == "s9"
+
+
+def test_the_state_file_from_before_per_account_names_is_still_read(tmp_path: Path) -> None:
+    StateFile(tmp_path).save(MatrixState("https://hs", BOT, "DEVICE", "", "s5"))
+    upgraded = StateFile(tmp_path, BOT)
+    assert upgraded.load("https://hs", BOT).device_id == "DEVICE"  # the same device, no new login
+    assert StateFile(tmp_path, "@review:example.org").load("https://hs", "@review:example.org") == (
+        MatrixState("https://hs", "@review:example.org")
+    )

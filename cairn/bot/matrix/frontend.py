@@ -126,7 +126,7 @@ class MatrixFrontend:
         self.server_name = self.user_id.partition(":")[2]
         self.tenant = f"matrix:{self.server_name}"
         self.folder = settings.home_dir / "matrix"
-        self.state_file = StateFile(self.folder)
+        self.state_file = StateFile(self.folder, self.user_id)
         self.state = self.state_file.load(self.homeserver, self.user_id)
         self.outbox = Outbox(pipeline.rt.db, PLATFORM, settings)
         self.records = EventRecords(pipeline.rt.db, self.tenant)
