@@ -132,7 +132,44 @@ def _close_local_clients() -> None:
         _LOCAL_CLIENTS.clear()
 
 
-class QdrantIndex:
+class _Searches:
+    """The two searches of an index, over its ``_query`` and its engine's sparse vector type."""
+
+    dense_dim: int | None
+
+    def _sparse(self, indices: list[int], values: list[float]) -> Any:
+        raise NotImplementedError
+
+    def _query(
+        self, query: Any, using: str, tenant: str, agent: str, k: int, periods: Sequence[Period]
+    ) -> list[tuple[int, float]]:
+        raise NotImplementedError
+
+    def search(
+        self, query: str, tenant: str, agent: str, k: int, *, periods: Sequence[Period] = ()
+    ) -> list[tuple[int, float]]:
+        """Lexical candidates of ``tenant`` that ``agent`` may see, best first."""
+        indices, values = sparse_vector(query)
+        if not indices:
+            return []
+        return self._query(self._sparse(indices, values), SPARSE, tenant, agent, k, periods)
+
+    def search_dense(
+        self,
+        vector: list[float],
+        tenant: str,
+        agent: str,
+        k: int,
+        *,
+        periods: Sequence[Period] = (),
+    ) -> list[tuple[int, float]]:
+        """Nearest memories of ``tenant`` visible to ``agent`` by cosine, best first."""
+        if self.dense_dim is None:
+            return []
+        return self._query(list(vector), DENSE, tenant, agent, k, periods)
+
+
+class QdrantIndex(_Searches):
     """Qdrant through qdrant-client: local mode in ``path``, or a server at ``url``."""
 
     def __init__(
@@ -255,32 +292,10 @@ class QdrantIndex:
             "delete", lambda c: c.delete(self.collection, points_selector=selector, wait=True)
         )
 
-    def search(
-        self, query: str, tenant: str, agent: str, k: int, *, periods: Sequence[Period] = ()
-    ) -> list[tuple[int, float]]:
-        """Candidates of ``tenant`` that ``agent`` may see, best first."""
+    def _sparse(self, indices: list[int], values: list[float]) -> Any:
         from qdrant_client import models
 
-        indices, values = sparse_vector(query)
-        if not indices:
-            return []
-        return self._query(
-            models.SparseVector(indices=indices, values=values), SPARSE, tenant, agent, k, periods
-        )
-
-    def search_dense(
-        self,
-        vector: list[float],
-        tenant: str,
-        agent: str,
-        k: int,
-        *,
-        periods: Sequence[Period] = (),
-    ) -> list[tuple[int, float]]:
-        """Nearest memories of ``tenant`` visible to ``agent`` by cosine, best first."""
-        if self.dense_dim is None:
-            return []
-        return self._query(vector, DENSE, tenant, agent, k, periods)
+        return models.SparseVector(indices=indices, values=values)
 
     def _query(
         self, query: Any, using: str, tenant: str, agent: str, k: int, periods: Sequence[Period]
@@ -365,7 +380,7 @@ def embedded_index(path: Path, dense_dim: int | None) -> VectorIndex:
     return EdgeIndex(path, dense_dim=dense_dim)
 
 
-class EdgeIndex:
+class EdgeIndex(_Searches):
     """Qdrant's in-process engine (qdrant-edge) in a folder: the embedded default.
 
     Same points, vectors and payload as :class:`QdrantIndex`, with keyword payload indexes, so
@@ -466,30 +481,10 @@ class EdgeIndex:
             ids: list[Any] = list(memory_ids)
             self._call("delete", lambda s: s.update(qe.UpdateOperation.delete_points(ids)))
 
-    def search(
-        self, query: str, tenant: str, agent: str, k: int, *, periods: Sequence[Period] = ()
-    ) -> list[tuple[int, float]]:
-        """Lexical candidates of ``tenant`` that ``agent`` may see, best first."""
+    def _sparse(self, indices: list[int], values: list[float]) -> Any:
         import qdrant_edge as qe
 
-        indices, values = sparse_vector(query)
-        if not indices:
-            return []
-        return self._query(qe.SparseVector(indices, values), SPARSE, tenant, agent, k, periods)
-
-    def search_dense(
-        self,
-        vector: list[float],
-        tenant: str,
-        agent: str,
-        k: int,
-        *,
-        periods: Sequence[Period] = (),
-    ) -> list[tuple[int, float]]:
-        """Nearest memories of ``tenant`` visible to ``agent`` by cosine, best first."""
-        if self.dense_dim is None:
-            return []
-        return self._query(list(vector), DENSE, tenant, agent, k, periods)
+        return qe.SparseVector(indices, values)
 
     def _query(
         self, query: Any, using: str, tenant: str, agent: str, k: int, periods: Sequence[Period]
