@@ -12,11 +12,13 @@ cleared once everything the turn said is posted.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
 
+import redis
 from slack_sdk.errors import SlackApiError, SlackClientError
 from sqlmodel import select
 
@@ -48,6 +50,9 @@ _PERMANENT = {
     "missing_scope",
 }
 _MAX_ATTEMPTS = 8
+# How long a frontend's claim on an outbox message lasts: long enough to post every part of it;
+# if that frontend dies mid-post, another takes the message over after this.
+_POST_CLAIM_TTL = 60.0
 
 
 def team_of(tenant: str) -> str:
@@ -132,11 +137,27 @@ class Delivery:
             if row.kind == "ack":
                 self.outbox.mark_sent(row.id, None)  # feedback acknowledgements stay quiet
                 continue
+            if not self._claim(row.id):
+                break  # another frontend is posting it: keep the order, look again shortly
             if self._post(row):
                 posted += 1
-            elif row.id in self._not_before:
+                continue
+            self._unclaim(row.id)
+            if row.id in self._not_before:
                 break  # Slack is unreachable or limiting us: keep the order, try later
         return posted
+
+    def _claim(self, outbound_id: int) -> bool:
+        """Whether this frontend may post the message: frontends sharing Redis post it once."""
+        try:
+            return self.dedupe.claim(f"slack:outbox:{outbound_id}", _POST_CLAIM_TTL)
+        except redis.RedisError as exc:
+            log.warning("dedupe store unavailable, posting without a claim: %s", exc)
+            return True
+
+    def _unclaim(self, outbound_id: int) -> None:
+        with contextlib.suppress(redis.RedisError):
+            self.dedupe.release(f"slack:outbox:{outbound_id}")
 
     def _post(self, row: OutboundMessage) -> bool:
         assert row.id is not None
