@@ -17,11 +17,15 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, create_engine
 
+from cairn.db.writers import WriterGate, gated_connection_class, take_gate_before_write
 from cairn.errors import StorageError
 
 __all__ = ["Database", "alembic_config", "create_db_engine", "normalise_url"]
 
 log = logging.getLogger(__name__)
+
+# Seconds a SQLite writer waits for another before "database is locked".
+SQLITE_TIMEOUT = 30.0
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -39,10 +43,17 @@ def create_db_engine(url: str) -> Engine:
     url = normalise_url(url)
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
+        connect_args: dict[str, Any] = {"timeout": SQLITE_TIMEOUT, "check_same_thread": False}
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+            path = Path(parsed.database).expanduser()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Writers queue at a gate instead of in SQLite's busy back-off (ADR 0015).
+            gate = WriterGate(path.with_name(path.name + "-writer.lock"), SQLITE_TIMEOUT)
+            connect_args["factory"] = gated_connection_class(gate)
+        engine = create_engine(url, connect_args=connect_args)
         event.listen(engine, "connect", _sqlite_pragmas)
+        if "factory" in connect_args:
+            event.listen(engine, "before_cursor_execute", take_gate_before_write)
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
 
@@ -52,7 +63,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # WAL lets the frontend read while a worker writes; busy_timeout waits out a writer
     # instead of failing at once with "database is locked".
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_TIMEOUT * 1000)}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()

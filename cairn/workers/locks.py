@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
@@ -54,13 +55,18 @@ class LocalLocks:
 class RedisLocks:
     """Locks in Redis, shared by every worker.
 
-    A held lock is renewed every ``ttl / 3`` seconds by a heartbeat thread, so a long turn keeps
-    it while a worker killed mid-turn lets it go within ``ttl`` seconds.
+    Held locks are renewed every ``ttl / 3`` seconds by one heartbeat thread per instance, so a
+    long turn keeps its lock while a worker killed mid-turn lets it go within ``ttl`` seconds.
+    (One thread for all locks, started on first use: a thread per hold cost more than the
+    rest of taking and releasing the lock.)
     """
 
     def __init__(self, client: redis.Redis[bytes], *, ttl: float = 30.0) -> None:
         self._client = client
         self._ttl = ttl
+        self._guard = threading.Lock()  # the heartbeat renews under it; a release waits for it
+        self._held: dict[int, Lock] = {}
+        self._heartbeat: threading.Thread | None = None
 
     @contextmanager
     def hold(self, key: str, *, wait: float) -> Iterator[None]:
@@ -75,23 +81,28 @@ class RedisLocks:
             raise QueueError(f"cannot take the session lock in Redis: {exc}") from exc
         if not acquired:
             raise SessionBusy(f"session {key} is still busy after {wait:.0f}s")
-        released = threading.Event()
-        heartbeat = threading.Thread(
-            target=self._renew, args=(lock, released), name=f"lock-{key}", daemon=True
-        )
-        heartbeat.start()
+        with self._guard:
+            self._held[id(lock)] = lock
+            if self._heartbeat is None or not self._heartbeat.is_alive():
+                self._heartbeat = threading.Thread(
+                    target=self._renew, name="cairn-lock-heartbeat", daemon=True
+                )
+                self._heartbeat.start()
         try:
             yield
         finally:
-            released.set()
-            heartbeat.join()
+            with self._guard:  # never renewed after this: the heartbeat renews under the guard
+                del self._held[id(lock)]
             # If it expired, another worker may hold it now, which is what ttl is for.
             with contextlib.suppress(redis.exceptions.LockError, redis.RedisError):
                 lock.release()
 
-    def _renew(self, lock: Lock, released: threading.Event) -> None:
-        while not released.wait(self._ttl / 3):
-            try:
-                lock.reacquire()
-            except (redis.exceptions.LockError, redis.RedisError) as exc:
-                log.warning("could not renew a session lock: %s", exc)
+    def _renew(self) -> None:
+        while True:
+            time.sleep(self._ttl / 3)
+            with self._guard:
+                for lock in self._held.values():
+                    try:
+                        lock.reacquire()
+                    except (redis.exceptions.LockError, redis.RedisError) as exc:
+                        log.warning("could not renew a session lock: %s", exc)
