@@ -118,6 +118,9 @@ class EventLog:
             .where(col(AgentSession.id) == session_id)
             .values(**values)
             .returning(col(AgentSession.last_seq))
+            # Nothing loaded in the session needs these columns refreshed: skip the ORM's
+            # evaluation of the WHERE clause against its identity map (on every message).
+            .execution_options(synchronize_session=False)
         ).scalar_one()
         event = SessionEvent(
             session_id=session_id,
@@ -141,22 +144,24 @@ class EventLog:
         with self.db.session() as s:
             return self.append_in(s, session_id, tenant, kind, **fields)
 
-    def next_pending(self, session_id: int) -> SessionEvent | None:
-        """The oldest event of the session still waiting to be handled."""
+    def has_pending(self, session_id: int) -> bool:
+        """True when an event of the session is still waiting to be handled."""
         with self.db.session() as s:
-            return s.exec(
-                select(SessionEvent)
+            found = s.exec(
+                select(SessionEvent.id)
                 .where(
                     SessionEvent.session_id == session_id,
                     SessionEvent.status == EventStatus.PENDING,
                 )
-                .order_by(col(SessionEvent.seq))
+                .limit(1)
             ).first()
+            return found is not None
 
-    def pending(self, session_id: int) -> list[SessionEvent]:
-        """The events of the session still waiting to be handled, oldest first."""
+    def pending(self, session_id: int) -> tuple[AgentSession | None, list[SessionEvent]]:
+        """The session row (None if it has no pending events) and its events still waiting
+        to be handled, oldest first, read together."""
         with self.db.session() as s:
-            return list(
+            events = list(
                 s.exec(
                     select(SessionEvent)
                     .where(
@@ -166,6 +171,7 @@ class EventLog:
                     .order_by(col(SessionEvent.seq))
                 ).all()
             )
+            return (s.get(AgentSession, session_id) if events else None), events
 
     def sessions_with_pending(self) -> list[int]:
         """Ids of sessions that have events waiting (for recovery after a crash)."""

@@ -73,10 +73,12 @@ def run_mode(
     home: Path,
     database_url: str | None = None,
     senders: int = 1,
+    rate: float = 0.0,
     timeout: float = 600.0,
 ) -> PipelineFigures:
-    """Send ``threads`` x ``messages`` messages from ``senders`` concurrent senders and
-    measure how they came back."""
+    """Send ``threads`` x ``messages`` messages from ``senders`` concurrent senders (at
+    ``rate`` messages/s in all, or as fast as they can when 0) and measure how they came
+    back."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "ANTHROPIC_"))} | {
         "CAIRN_HOME": str(home),
         "CAIRN_LLM": "offline",
@@ -111,7 +113,7 @@ def run_mode(
         # chat threads, whose messages it sends in order (so per-thread order is defined).
         with ThreadPoolExecutor(max_workers=senders, thread_name_prefix="bench-sender") as pool:
             sent = [
-                pool.submit(_send, pipeline, range(k, threads, senders), messages)
+                pool.submit(_send, pipeline, range(k, threads, senders), messages, rate / senders)
                 for k in range(senders)
             ]
             for future in sent:
@@ -131,9 +133,16 @@ def run_mode(
         pipeline.close()
 
 
-def _send(pipeline: Pipeline, threads: range, messages: int) -> None:
+def _send(pipeline: Pipeline, threads: range, messages: int, rate: float) -> None:
+    # Paced (rate > 0): message n leaves at start + n / rate, late ones at once (an open
+    # loop, like people writing, so latency is measured below saturation, not queueing).
+    start = time.monotonic()
+    n = 0
     for m in range(messages):
         for t in threads:
+            if rate > 0:
+                time.sleep(max(0.0, start + n / rate - time.monotonic()))
+                n += 1
             pipeline.accept(
                 ChatEvent(
                     platform="bench",
@@ -198,7 +207,7 @@ def _figures(pipeline: Pipeline, total: int) -> PipelineFigures:
 
 
 def bench_pipeline(
-    threads: int, messages: int, workers: int, redis_url: str, senders: int = 1
+    threads: int, messages: int, workers: int, redis_url: str, senders: int = 1, rate: float = 0.0
 ) -> dict[str, Any]:
     """Both modes, side by side, each on a fresh CAIRN_HOME (SQLite) and a flushed Redis DB."""
     client = redis.Redis.from_url(redis_url)
@@ -216,6 +225,7 @@ def bench_pipeline(
                 broker_url=broker,
                 home=Path(home),
                 senders=senders,
+                rate=rate,
             )
             results[mode] = asdict(figures)
     client.flushdb()
@@ -223,14 +233,41 @@ def bench_pipeline(
 
 
 @click.command("pipeline")
-@click.option("--threads", default=200, show_default=True, help="Chat threads (sessions).")
-@click.option("--messages", default=10, show_default=True, help="Messages per thread.")
-@click.option("--workers", default=2, show_default=True, help="`cairn worker` processes.")
+@click.option(
+    "--threads",
+    default=200,
+    type=click.IntRange(min=1),
+    show_default=True,
+    help="Chat threads (sessions).",
+)
+@click.option(
+    "--messages",
+    default=10,
+    type=click.IntRange(min=1),
+    show_default=True,
+    help="Messages per thread.",
+)
+@click.option(
+    "--workers",
+    default=2,
+    type=click.IntRange(min=1),
+    show_default=True,
+    help="`cairn worker` processes.",
+)
 @click.option(
     "--senders",
     default=1,
+    type=click.IntRange(min=1),
     show_default=True,
     help="Concurrent senders, as an HTTP frontend serves requests (each owns some threads).",
+)
+@click.option(
+    "--rate",
+    default=0.0,
+    type=click.FloatRange(min=0),
+    show_default=True,
+    help="Messages/s offered in all (0: as fast as the senders can). Below what the workers "
+    "sustain, latency is the path's overhead rather than time spent queued.",
 )
 @click.option(
     "--redis-url",
@@ -240,7 +277,13 @@ def bench_pipeline(
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def pipeline_command(
-    threads: int, messages: int, workers: int, senders: int, redis_url: str, as_json: bool
+    threads: int,
+    messages: int,
+    workers: int,
+    senders: int,
+    rate: float,
+    redis_url: str,
+    as_json: bool,
 ) -> None:
     """Measure the message path: Redis + Celery workers, and the in-process default.
 
@@ -249,9 +292,10 @@ def pipeline_command(
     model answers at once, so this is Cairn's overhead), per-thread order violations, lost
     and duplicated replies. Example:
       cairn bench pipeline --threads 50 --messages 4 --json
+      cairn bench pipeline --rate 100    # latency at 100 msg/s offered
     """
     try:
-        results = bench_pipeline(threads, messages, workers, redis_url, senders=max(1, senders))
+        results = bench_pipeline(threads, messages, workers, redis_url, senders=senders, rate=rate)
     except CairnError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:

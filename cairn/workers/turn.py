@@ -99,10 +99,10 @@ def handle_pending(rt: Runtime, session_id: int) -> int:
     while True:
         try:
             with rt.locks.hold(f"session:{session_id}", wait=rt.settings.lock_wait):
-                session: AgentSession | None = None
-                for event in events.pending(session_id):
-                    if session is None:  # read once per hold: what a turn uses never changes
-                        session = events.session(session_id)
+                # The session is read once per hold: what a turn uses of it never changes.
+                session, pending = events.pending(session_id)
+                for event in pending:
+                    assert session is not None  # read with its pending events
                     QUEUE_LATENCY.observe(
                         max(0.0, (utcnow() - _aware(event.created_at)).total_seconds())
                     )
@@ -115,7 +115,7 @@ def handle_pending(rt: Runtime, session_id: int) -> int:
             return handled
         # Events may have arrived since the look above, their tasks turned away by the lock
         # we held: look once more now that the lock is free, and take them on if there are.
-        if events.next_pending(session_id) is None:
+        if not events.has_pending(session_id):
             return handled
 
 
@@ -320,6 +320,7 @@ def _finish(
                     col(SessionEvent.status) == EventStatus.PENDING,
                 )
                 .values(status=status)
+                .execution_options(synchronize_session=False)
             )
             if claimed.rowcount == 0:
                 return  # handled by an earlier run of this task

@@ -25,6 +25,8 @@ def test_the_pipeline_bench_reports_both_modes_with_nothing_lost(redis_url: str)
             "1",
             "--senders",
             "2",
+            "--rate",
+            "40",
             "--redis-url",
             redis_url,
             "--json",
@@ -41,5 +43,6 @@ def test_the_pipeline_bench_reports_both_modes_with_nothing_lost(redis_url: str)
         assert figures["order_violations"] == 0
         assert figures["lost"] == 0
         assert figures["duplicated"] == 0
-        assert figures["messages_per_s"] > 0
+        # Paced at 40 messages/s: 18 messages take at least 17/40 s from first to last.
+        assert 0 < figures["messages_per_s"] <= 45
         assert set(figures["latency_ms"]) == {"p50", "p95", "p99"}

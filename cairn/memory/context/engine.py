@@ -225,6 +225,7 @@ def _save_checkpoint(s: Session, session_id: int, through_seq: int, turn: int, d
             col(ContextCheckpoint.through_seq) < through_seq,
         )
         .values(through_seq=through_seq, turn=turn, state=data, updated_at=utcnow())
+        .execution_options(synchronize_session=False)
     )
     if advanced.rowcount:  # the usual case: one statement
         return
