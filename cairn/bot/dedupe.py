@@ -10,6 +10,8 @@ part of a split reply belongs to).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
 from typing import Protocol
@@ -18,7 +20,16 @@ import redis
 
 from cairn.config import Settings
 
-__all__ = ["Dedupe", "LocalDedupe", "RedisDedupe", "open_dedupe"]
+__all__ = [
+    "Dedupe",
+    "LocalDedupe",
+    "RedisDedupe",
+    "claim_or_warn",
+    "open_dedupe",
+    "release_quietly",
+]
+
+log = logging.getLogger(__name__)
 
 
 class Dedupe(Protocol):
@@ -153,3 +164,23 @@ def open_dedupe(settings: Settings, client: redis.Redis[bytes] | None = None) ->
     if client is None:
         client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
     return RedisDedupe(client)
+
+
+def claim_or_warn(store: Dedupe, key: str, ttl: float) -> bool:
+    """Claim ``key`` for ``ttl`` seconds; True when the claim is ours or the store is unreachable.
+
+    Used before posting a reply that several frontend processes may see pending. A Redis outage
+    must not silence the bot, so without the store the caller posts unclaimed: a rare duplicate
+    is better than no reply.
+    """
+    try:
+        return store.claim(key, ttl)
+    except redis.RedisError as exc:
+        log.warning("dedupe store unavailable, posting without a claim: %s", exc)
+        return True
+
+
+def release_quietly(store: Dedupe, key: str) -> None:
+    """Release the claim of ``key``; an unreachable store is ignored (the claim expires)."""
+    with contextlib.suppress(redis.RedisError):
+        store.release(key)

@@ -44,6 +44,7 @@ from nio import (
 from nio.crypto import ENCRYPTION_ENABLED
 from sqlalchemy.exc import OperationalError
 
+from cairn.bot.dedupe import claim_or_warn, open_dedupe, release_quietly
 from cairn.bot.emoji import emoji_name
 from cairn.bot.events import ChatEvent, EventType
 from cairn.bot.ingest import Admission, Ingested
@@ -87,6 +88,9 @@ TYPING_POLL_SECONDS = 0.5
 TYPING_TIMEOUT_MS = 30_000
 TYPING_REFRESH_SECONDS = 20.0
 SEND_ATTEMPTS = 5
+# How long a replica's claim on an outbox row lasts: long enough to post every part of it; if
+# that replica dies mid-post, another takes the row over after this.
+POST_CLAIM_TTL = 60.0
 BACKOFF_MAX_SECONDS = 30.0
 # Errors after which sending the same message again cannot succeed.
 PERMANENT_SEND_ERRORS = frozenset({"M_FORBIDDEN", "M_NOT_FOUND", "M_BAD_JSON", "M_TOO_LARGE"})
@@ -129,6 +133,9 @@ class MatrixFrontend:
         self.state_file = StateFile(self.folder, self.user_id)
         self.state = self.state_file.load(self.homeserver, self.user_id)
         self.outbox = Outbox(pipeline.rt.db, PLATFORM, settings)
+        # Replicas of one bot account (each with its own device when logged in by password) see
+        # the same pending rows; a claim here lets only one of them post each row.
+        self.dedupe = open_dedupe(settings, pipeline.rt.redis)
         self.records = EventRecords(pipeline.rt.db, self.tenant)
         self.invites = InvitePolicy(settings.matrix_inviters)
         self._names: tuple[str, ...] = (self.user_id.partition(":")[0].lstrip("@"),)
@@ -640,19 +647,36 @@ class MatrixFrontend:
             assert row.id is not None
             if self._retry_at.get(row.id, 0.0) > now:
                 continue
-            await self._post(client, row)
+            # The bot's user id is in the key: agents with their own Matrix users share the
+            # outbox table but post different rows, and must never wait on each other's claims.
+            key = f"matrix:outbox:{self.user_id}:{row.id}"
+            if not await asyncio.to_thread(claim_or_warn, self.dedupe, key, POST_CLAIM_TTL):
+                break  # another replica is posting it: keep the order, look again shortly
+            try:
+                posted = await self._post(client, row)
+            except BaseException:
+                # Released so that a connection blip does not hold this room's replies back for
+                # the whole claim; if a part did get through, this replica's retry reuses its
+                # transaction id, which the homeserver drops.
+                await asyncio.to_thread(release_quietly, self.dedupe, key)
+                raise
+            if not posted:
+                await asyncio.to_thread(release_quietly, self.dedupe, key)
 
-    async def _post(self, client: AsyncClient, message: OutboundMessage) -> None:
-        """Post one outbox row (in parts if long) and record the event id reactions target."""
+    async def _post(self, client: AsyncClient, message: OutboundMessage) -> bool:
+        """Post one outbox row (in parts if long) and record the event id reactions target.
+
+        Returns whether the row is done with (sent, or an ack); False when it failed.
+        """
         assert message.id is not None
         if message.kind == "ack":  # said to the console; in Matrix the reaction says it
             await asyncio.to_thread(self.outbox.mark_sent, message.id, None)
-            return
+            return True
         if message.channel not in client.rooms:
             await asyncio.to_thread(
                 self.outbox.mark_failed, message.id, "the bot is not in that room", give_up=True
             )
-            return
+            return False
         cause = await asyncio.to_thread(self.records.cause, message)
         event_ids: list[str] = []
         for index, part in enumerate(split_text(message.text)):
@@ -672,12 +696,13 @@ class MatrixFrontend:
             )
             if not isinstance(response, RoomSendResponse):
                 await self._failed(message, str(response), getattr(response, "status_code", None))
-                return
+                return False
             event_ids.append(str(response.event_id))
         await asyncio.to_thread(
             self.outbox.mark_sent, message.id, event_ids[0] if event_ids else None
         )
         self._retry_at.pop(message.id, None)
+        return True
 
     async def _failed(self, message: OutboundMessage, error: str, code: str | None) -> None:
         assert message.id is not None

@@ -12,17 +12,15 @@ cleared once everything the turn said is posted.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
 
-import redis
 from slack_sdk.errors import SlackApiError, SlackClientError
 from sqlmodel import select
 
-from cairn.bot.dedupe import Dedupe
+from cairn.bot.dedupe import Dedupe, claim_or_warn, release_quietly
 from cairn.bot.outbox import Outbox
 from cairn.bot.slack.mrkdwn import split_message, to_mrkdwn
 from cairn.bot.slack.workspaces import Workspaces
@@ -149,15 +147,10 @@ class Delivery:
 
     def _claim(self, outbound_id: int) -> bool:
         """Whether this frontend may post the message: frontends sharing Redis post it once."""
-        try:
-            return self.dedupe.claim(f"slack:outbox:{outbound_id}", _POST_CLAIM_TTL)
-        except redis.RedisError as exc:
-            log.warning("dedupe store unavailable, posting without a claim: %s", exc)
-            return True
+        return claim_or_warn(self.dedupe, f"slack:outbox:{outbound_id}", _POST_CLAIM_TTL)
 
     def _unclaim(self, outbound_id: int) -> None:
-        with contextlib.suppress(redis.RedisError):
-            self.dedupe.release(f"slack:outbox:{outbound_id}")
+        release_quietly(self.dedupe, f"slack:outbox:{outbound_id}")
 
     def _post(self, row: OutboundMessage) -> bool:
         assert row.id is not None
