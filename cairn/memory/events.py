@@ -14,7 +14,7 @@ from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from cairn.db import Database
+from cairn.db import Database, insert_row, table
 from cairn.db.models import AgentSession, EventStatus, SessionEvent, Tenant, utcnow
 
 __all__ = ["EventLog", "ThreadRef"]
@@ -107,21 +107,20 @@ class EventLog:
 
         ``wake`` also marks the session open again (a new message wakes an ended session).
         """
-        values: dict[str, Any] = {
-            "last_seq": col(AgentSession.last_seq) + 1,
-            "updated_at": utcnow(),
-        }
+        sessions = table(AgentSession)
+        values: dict[str, Any] = {"last_seq": sessions.c.last_seq + 1, "updated_at": utcnow()}
         if wake:
             values |= {"status": "open", "ended_at": None}
-        seq: int = s.exec(
-            update(AgentSession)
-            .where(col(AgentSession.id) == session_id)
-            .values(**values)
-            .returning(col(AgentSession.last_seq))
-            # Nothing loaded in the session needs these columns refreshed: skip the ORM's
-            # evaluation of the WHERE clause against its identity map (on every message).
-            .execution_options(synchronize_session=False)
-        ).scalar_one()
+        seq: int = (
+            s.connection()
+            .execute(
+                update(sessions)
+                .where(sessions.c.id == session_id)
+                .values(**values)
+                .returning(sessions.c.last_seq)
+            )
+            .scalar_one()
+        )
         event = SessionEvent(
             session_id=session_id,
             tenant_id=tenant,
@@ -135,8 +134,7 @@ class EventLog:
             message_ref=message_ref,
             data=data or {},
         )
-        s.add(event)
-        s.flush()
+        insert_row(s, event)  # written once, never changed through this object
         return event
 
     def append(self, session_id: int, tenant: str, kind: str, **fields: Any) -> SessionEvent:

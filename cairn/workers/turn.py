@@ -15,9 +15,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import update
-from sqlmodel import Session, col
+from sqlmodel import Session
 
 from cairn.bot.emoji import emoji_name
+from cairn.db import changed, insert_row, table
 from cairn.db.models import (
     AgentSession,
     DeadLetter,
@@ -313,16 +314,14 @@ def _finish(
         else:
             # Close the event first, if it is still pending: one statement that both checks
             # and claims (the transaction commits it with the rest, or not at all).
-            claimed = s.exec(
-                update(SessionEvent)
-                .where(
-                    col(SessionEvent.id) == event.id,
-                    col(SessionEvent.status) == EventStatus.PENDING,
-                )
-                .values(status=status)
-                .execution_options(synchronize_session=False)
+            events = table(SessionEvent)
+            claimed = changed(
+                s,
+                update(events)
+                .where(events.c.id == event.id, events.c.status == EventStatus.PENDING)
+                .values(status=status),
             )
-            if claimed.rowcount == 0:
+            if not claimed:
                 return  # handled by an earlier run of this task
         if turn is not None:
             turn.save_in(s)
@@ -370,8 +369,7 @@ def _queue(s: Session, session: AgentSession, event: SessionEvent, seq: int, ite
         text=item.text,
         data={"in_reply_to": event.message_ref or event.event_ref or ""},
     )
-    s.add(row)
-    s.flush()
+    insert_row(s, row)
     for memory_id, role in dict.fromkeys(item.memories):
         s.add(MemoryUse(outbound_id=row.id or 0, memory_id=memory_id, role=role))
 

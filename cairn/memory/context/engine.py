@@ -20,7 +20,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from cairn.db import Database
+from cairn.db import Database, changed, table
 from cairn.db.models import (
     AgentRow,
     AgentSession,
@@ -218,16 +218,14 @@ class ContextEngine:
 
 def _save_checkpoint(s: Session, session_id: int, through_seq: int, turn: int, data: Any) -> None:
     """Write the checkpoint in ``s`` unless an equal or newer one is already saved."""
-    advanced = s.exec(
-        update(ContextCheckpoint)
-        .where(
-            col(ContextCheckpoint.session_id) == session_id,
-            col(ContextCheckpoint.through_seq) < through_seq,
-        )
-        .values(through_seq=through_seq, turn=turn, state=data, updated_at=utcnow())
-        .execution_options(synchronize_session=False)
+    checkpoints = table(ContextCheckpoint)
+    advanced = changed(
+        s,
+        update(checkpoints)
+        .where(checkpoints.c.session_id == session_id, checkpoints.c.through_seq < through_seq)
+        .values(through_seq=through_seq, turn=turn, state=data, updated_at=utcnow()),
     )
-    if advanced.rowcount:  # the usual case: one statement
+    if advanced:  # the usual case: one statement
         return
     saved = s.exec(
         select(ContextCheckpoint.id).where(ContextCheckpoint.session_id == session_id)
@@ -243,8 +241,8 @@ def _record_in(s: Session, session_id: int, event_seq: int, fields: dict[str, An
     if insert is not None:
         # One statement instead of a read and an ORM write: this runs on every turn.
         values = ContextTelemetry(session_id=session_id, event_seq=event_seq, **fields)
-        s.execute(
-            insert(ContextTelemetry)
+        s.connection().execute(
+            insert(table(ContextTelemetry))  # Core, not the ORM's bulk insert
             .values(**values.model_dump(exclude={"id"}))
             .on_conflict_do_update(index_elements=["session_id", "event_seq"], set_=fields)
         )
