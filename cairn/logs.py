@@ -11,12 +11,14 @@ import json
 import logging
 import re
 import sys
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-__all__ = ["RedactingFilter", "bind", "configure_logging"]
+__all__ = ["RedactingFilter", "Throttle", "bind", "configure_logging"]
 
 _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "cairn_log", default=None
@@ -115,3 +117,24 @@ def configure_logging(
     handler._cairn = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level)
+
+
+class Throttle:
+    """Lets a repeated warning through at most once per ``seconds`` and counts the rest, so a
+    lasting fault (an index down for an hour) is reported without a line per message."""
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._next = 0.0
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def allow(self) -> int | None:
+        """None to hold this one back; else how many were held back since the last let through."""
+        now = time.monotonic()
+        with self._lock:
+            if now < self._next:
+                self._held += 1
+                return None
+            held, self._held, self._next = self._held, 0, now + self._seconds
+            return held

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import select as sa_select
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -144,13 +145,11 @@ class EventLog:
 
     def has_pending(self, session_id: int) -> bool:
         """True when an event of the session is still waiting to be handled."""
-        with self.db.session() as s:
-            found = s.exec(
-                select(SessionEvent.id)
-                .where(
-                    SessionEvent.session_id == session_id,
-                    SessionEvent.status == EventStatus.PENDING,
-                )
+        events = table(SessionEvent)
+        with self.db.engine.connect() as conn:  # one row, no ORM objects: a Core read
+            found = conn.execute(
+                sa_select(events.c.id)
+                .where(events.c.session_id == session_id, events.c.status == EventStatus.PENDING)
                 .limit(1)
             ).first()
             return found is not None

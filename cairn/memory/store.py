@@ -25,6 +25,7 @@ from cairn.bot.events import clean_text
 from cairn.db import Database
 from cairn.db.models import MemoryOutbox, MemoryRow, Tenant, utcnow
 from cairn.errors import InvalidInput, NotFound
+from cairn.logs import Throttle
 from cairn.memory.embed import Embedder
 from cairn.memory.index import IndexedMemory, IndexUnavailable, VectorIndex
 from cairn.memory.periods import Period, mentioned_periods, without_dates
@@ -183,6 +184,7 @@ class MemoryStore:
     ) -> None:
         self.db = db
         self.index = index
+        self._degraded_warnings = Throttle(60.0)  # one line a minute while the index is down
         self.embedder = embedder
         self.weights = weights or RankWeights()
         self.default_k = default_k
@@ -510,7 +512,13 @@ class MemoryStore:
                         dense = _merged(dense, within)
                 return Candidates(lexical, dense)
             except IndexUnavailable as exc:
-                log.warning("vector index unavailable, recalling lexically: %s", exc)
+                held = self._degraded_warnings.allow()
+                if held is not None:
+                    log.warning(
+                        "vector index unavailable, recalling lexically: %s%s",
+                        exc,
+                        f" ({held} more recalls since the last warning)" if held else "",
+                    )
         return Candidates(self._lexical(query, scope, n), [], degraded=True)
 
     def recall(

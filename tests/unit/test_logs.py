@@ -5,11 +5,12 @@ from __future__ import annotations
 import io
 import json
 import logging
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from cairn.logs import bind, configure_logging
+from cairn.logs import Throttle, bind, configure_logging
 
 
 @pytest.fixture(autouse=True)
@@ -65,3 +66,12 @@ def test_a_terminal_gets_readable_lines() -> None:
         logging.getLogger("cairn.test").info("hello")
     line = stream.getvalue().splitlines()[-1]
     assert "INFO cairn.test: hello thread=T9" in line
+
+
+def test_a_throttle_lets_one_warning_through_per_interval_and_counts_the_rest() -> None:
+    throttle = Throttle(0.2)
+    assert throttle.allow() == 0  # the first one goes through, nothing held before it
+    assert [throttle.allow() for _ in range(3)] == [None, None, None]
+    time.sleep(0.25)
+    assert throttle.allow() == 3  # through again, saying how many were held back
+    assert throttle.allow() is None

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from sqlalchemy import select as sa_select
 from sqlalchemy import update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -77,11 +78,14 @@ def _json_tokens(text: str) -> int:
 
 def agent_instructions(db: Database, tenant: str, agent: str) -> str:
     """The agent's own instructions from the ``agent`` table ("" when it has none)."""
-    with db.session() as s:
-        row = s.exec(
-            select(AgentRow).where(AgentRow.tenant_id == tenant, AgentRow.name == agent)
-        ).first()
-        return row.instructions.strip() if row is not None else ""
+    agents = table(AgentRow)
+    with db.engine.connect() as conn:  # read on every turn: one column, a Core read
+        found = conn.execute(
+            sa_select(agents.c.instructions).where(
+                agents.c.tenant_id == tenant, agents.c.name == agent
+            )
+        ).scalar()
+        return str(found).strip() if found is not None else ""
 
 
 def _view(event: SessionEvent) -> EventView:
@@ -120,11 +124,16 @@ class ContextEngine:
     def _resume(self, session: AgentSession, before_seq: int | None) -> tuple[SessionState, bool]:
         """The checkpoint with the events after it folded in (one read transaction); True when
         there were such events, so the checkpoint should be saved again."""
+        checkpoints = table(ContextCheckpoint)
         with self.db.session() as s:
-            row = s.exec(
-                select(ContextCheckpoint).where(ContextCheckpoint.session_id == session.id)
-            ).first()
-            state = SessionState.from_json(row.state) if row is not None else SessionState()
+            saved = (
+                s.connection()
+                .execute(
+                    sa_select(checkpoints.c.state).where(checkpoints.c.session_id == session.id)
+                )
+                .scalar()
+            )
+            state = SessionState.from_json(saved) if saved is not None else SessionState()
             query = select(SessionEvent).where(
                 SessionEvent.session_id == session.id,
                 col(SessionEvent.seq) > state.through_seq,
