@@ -245,16 +245,31 @@ def _save_checkpoint(s: Session, session_id: int, through_seq: int, turn: int, d
         )
 
 
+@lru_cache(maxsize=64)
+def _telemetry_upsert(dialect: str, updated: tuple[str, ...]) -> Any:
+    """The telemetry upsert for a dialect and the fields a turn sets, built once (a Core
+    statement: not the ORM's bulk insert); its values come as parameters."""
+    statement = _UPSERTS[dialect](table(ContextTelemetry))
+    return statement.on_conflict_do_update(
+        index_elements=["session_id", "event_seq"],
+        set_={name: statement.excluded[name] for name in updated},
+    )
+
+
+@lru_cache(maxsize=1)
+def _telemetry_defaults() -> dict[str, Any]:
+    # The model's field defaults, read once; created_at is stamped per row.
+    blank = ContextTelemetry(session_id=0, event_seq=0)
+    return blank.model_dump(exclude={"id", "session_id", "event_seq", "created_at"})
+
+
 def _record_in(s: Session, session_id: int, event_seq: int, fields: dict[str, Any]) -> None:
-    insert = _UPSERTS.get(s.get_bind().dialect.name)
-    if insert is not None:
+    dialect = s.get_bind().dialect.name
+    if dialect in _UPSERTS:
         # One statement instead of a read and an ORM write: this runs on every turn.
-        values = ContextTelemetry(session_id=session_id, event_seq=event_seq, **fields)
-        s.connection().execute(
-            insert(table(ContextTelemetry))  # Core, not the ORM's bulk insert
-            .values(**values.model_dump(exclude={"id"}))
-            .on_conflict_do_update(index_elements=["session_id", "event_seq"], set_=fields)
-        )
+        values = _telemetry_defaults() | fields
+        values |= {"session_id": session_id, "event_seq": event_seq, "created_at": utcnow()}
+        s.connection().execute(_telemetry_upsert(dialect, tuple(sorted(fields))), values)
         return
     row = s.exec(
         select(ContextTelemetry).where(
