@@ -18,13 +18,35 @@ same "database is locked" error SQLite would.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sqlite3
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+if sys.platform != "win32":
+    import fcntl
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
+    def _unlock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+else:  # no flock: threads still queue at the gate, processes meet in SQLite's busy handler
+
+    def _try_lock(fd: int) -> bool:
+        return True
+
+    def _unlock(fd: int) -> None:
+        return None
+
 
 __all__ = ["WriterGate", "gated_connection_class", "is_write", "take_gate_before_write"]
 
@@ -56,17 +78,13 @@ class WriterGate:
         try:
             fd = self._file()
             pause = 0.00005
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise sqlite3.OperationalError(
-                            "database is locked (another process kept writing)"
-                        ) from None
-                    time.sleep(pause)
-                    pause = min(pause * 2, 0.001)
+            while not _try_lock(fd):
+                if time.monotonic() >= deadline:
+                    raise sqlite3.OperationalError(
+                        "database is locked (another process kept writing)"
+                    )
+                time.sleep(pause)
+                pause = min(pause * 2, 0.001)
         except BaseException:
             self._threads.release()
             raise
@@ -75,7 +93,7 @@ class WriterGate:
         """Give the gate back (from whichever thread ends the transaction)."""
         try:
             if self._fd is not None and self._pid == os.getpid():
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+                _unlock(self._fd)
         finally:
             self._threads.release()
 
