@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, or_
+from sqlalchemy import and_, delete, or_
 from sqlmodel import col, select
 
 from cairn.bot.events import clean_text
@@ -101,38 +101,37 @@ class MemoBox:
         include_read: bool = True,
         include_acknowledged: bool = False,
         limit: int = 20,
+        only: int | None = None,
     ) -> list[Memo]:
-        """Unexpired memos to ``agent`` (or to all agents), highest priority first, then oldest."""
+        """Unexpired memos to ``agent`` (or to all agents), highest priority first, then oldest
+        (``only``: just the memo with that id, if it is one of them)."""
         now = utcnow()
+        # One query, filtered and limited in the database: an agent's old memos (read,
+        # acknowledged, never expiring) pile up, and this runs on every turn.
+        query = (
+            select(MemoRow, MemoReceipt)
+            .outerjoin(
+                MemoReceipt,
+                and_(col(MemoReceipt.memo_id) == MemoRow.id, col(MemoReceipt.agent) == agent),
+            )
+            .where(
+                MemoRow.tenant_id == tenant,
+                col(MemoRow.recipient).in_([agent, ALL_AGENTS]),
+                col(MemoRow.sender) != agent,
+                or_(col(MemoRow.expires_at).is_(None), col(MemoRow.expires_at) > now),
+            )
+        )
+        if only is not None:
+            query = query.where(col(MemoRow.id) == only)
+        if not include_read:
+            query = query.where(col(MemoReceipt.read_at).is_(None))
+        if not include_acknowledged:
+            query = query.where(col(MemoReceipt.acked_at).is_(None))
         with self.db.session() as s:
             rows = s.exec(
-                select(MemoRow)
-                .where(
-                    MemoRow.tenant_id == tenant,
-                    col(MemoRow.recipient).in_([agent, ALL_AGENTS]),
-                    col(MemoRow.sender) != agent,
-                    or_(col(MemoRow.expires_at).is_(None), col(MemoRow.expires_at) > now),
-                )
-                .order_by(col(MemoRow.priority).desc(), col(MemoRow.id))
+                query.order_by(col(MemoRow.priority).desc(), col(MemoRow.id)).limit(limit)
             ).all()
-            if not rows:
-                return []
-            receipts = {
-                r.memo_id: r
-                for r in s.exec(
-                    select(MemoReceipt).where(
-                        MemoReceipt.agent == agent,
-                        col(MemoReceipt.memo_id).in_([m.id for m in rows]),
-                    )
-                ).all()
-            }
-        memos = [_memo(row, receipts.get(row.id or 0)) for row in rows]
-        memos = [
-            m
-            for m in memos
-            if (include_read or not m.read) and (include_acknowledged or not m.acknowledged)
-        ]
-        return memos[:limit]
+            return [_memo(row, receipt) for row, receipt in rows]
 
     def mark_read(self, tenant: str, agent: str, memo_ids: list[int]) -> None:
         """Record that ``agent`` has been shown these memos."""
@@ -140,12 +139,12 @@ class MemoBox:
 
     def acknowledge(self, tenant: str, agent: str, memo_id: int) -> Memo:
         """Mark a memo as dealt with by ``agent``; raises NotFound if it is not in its inbox."""
-        if not any(m.id == memo_id for m in self.inbox(tenant, agent, include_acknowledged=True)):
+        # Looked up by id: an agent with many memos may acknowledge any of them, not only
+        # the first page of its inbox.
+        if not self.inbox(tenant, agent, include_acknowledged=True, only=memo_id):
             raise NotFound(f"no memo #{memo_id} for {agent}")
         self._receipt(tenant, agent, [memo_id], acknowledge=True)
-        [memo] = [
-            m for m in self.inbox(tenant, agent, include_acknowledged=True) if m.id == memo_id
-        ]
+        [memo] = self.inbox(tenant, agent, include_acknowledged=True, only=memo_id)
         return memo
 
     def purge_expired(self, *, older_than: timedelta, now: datetime | None = None) -> int:

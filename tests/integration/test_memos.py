@@ -65,6 +65,23 @@ def test_read_and_acknowledged_state_is_per_recipient(box: MemoBox) -> None:
     assert not other.read
 
 
+def test_old_memos_do_not_crowd_out_new_ones_and_any_memo_can_be_acknowledged(
+    box: MemoBox,
+) -> None:
+    old = [box.send("acme", "ops", "review", f"old note {n}") for n in range(30)]
+    box.mark_read("acme", "review", [m.id for m in old])
+    fresh = box.send("acme", "ops", "review", "new note")
+    # Read memos are left out before the page is cut, so the new one is on it.
+    assert [m.text for m in box.inbox("acme", "review", include_read=False, limit=5)] == [
+        "new note"
+    ]
+    assert len(box.inbox("acme", "review", limit=5)) == 5
+    # The 30th memo is past the first page of the inbox, yet it can be acknowledged.
+    assert box.acknowledge("acme", "review", old[-1].id).acknowledged
+    assert old[-1].id not in [m.id for m in box.inbox("acme", "review", limit=100)]
+    assert fresh.id in [m.id for m in box.inbox("acme", "review", limit=100)]
+
+
 def test_acknowledging_someone_elses_memo_is_not_found(box: MemoBox) -> None:
     memo = box.send("acme", "ops", "review", "for review only")
     with pytest.raises(NotFound):
