@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import select as sa_select
 from sqlalchemy import update
@@ -19,6 +20,9 @@ from cairn.db import Database, insert_row, table
 from cairn.db.models import AgentSession, EventStatus, SessionEvent, Tenant, utcnow
 
 __all__ = ["EventLog", "ThreadRef"]
+
+# Session rows by id, per database (see EventLog.pending); weak, so a closed database goes.
+_SESSION_ROWS: WeakKeyDictionary[Database, dict[int, AgentSession]] = WeakKeyDictionary()
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +160,14 @@ class EventLog:
 
     def pending(self, session_id: int) -> tuple[AgentSession | None, list[SessionEvent]]:
         """The session row (None if it has no pending events) and its events still waiting
-        to be handled, oldest first, read together."""
+        to be handled, oldest first.
+
+        The row comes from a per-database memory of sessions when it is there: a worker
+        handles the same threads over and over, and what a turn reads of the row (id,
+        tenant, platform, channel, thread, agent) never changes; status and last_seq may be
+        stale in it.
+        """
+        known = _SESSION_ROWS.setdefault(self.db, {})
         with self.db.session() as s:
             events = list(
                 s.exec(
@@ -168,7 +179,14 @@ class EventLog:
                     .order_by(col(SessionEvent.seq))
                 ).all()
             )
-            return (s.get(AgentSession, session_id) if events else None), events
+            if not events:
+                return None, []
+            session = known.get(session_id) or s.get(AgentSession, session_id)
+        if session is not None and session_id not in known:
+            if len(known) >= self.KNOWN_SESSIONS:
+                known.clear()
+            known[session_id] = session
+        return session, events
 
     def sessions_with_pending(self) -> list[int]:
         """Ids of sessions that have events waiting (for recovery after a crash)."""

@@ -134,17 +134,17 @@ class ContextEngine:
                 .scalar()
             )
             state = SessionState.from_json(saved) if saved is not None else SessionState()
-            query = select(SessionEvent).where(
-                SessionEvent.session_id == session.id,
-                col(SessionEvent.seq) > state.through_seq,
-            )
+            t = table(SessionEvent)
+            # Only what the fold reads, as plain rows: this runs on every turn.
+            query = sa_select(t.c.seq, t.c.kind, t.c.text, t.c.user, t.c.status, t.c.data, t.c.id)
+            query = query.where(t.c.session_id == session.id, t.c.seq > state.through_seq)
             if before_seq is not None:
-                query = query.where(col(SessionEvent.seq) < before_seq)
-            events = list(s.exec(query.order_by(col(SessionEvent.seq))).all())
+                query = query.where(t.c.seq < before_seq)
+            events = [EventView(*row) for row in s.connection().execute(query.order_by(t.c.seq))]
         for event in events:
             folded = fold(
                 state,
-                _view(event),
+                event,
                 distill_chars=self.config.distill_chars,
                 hydrate_at=self.config.hydrate_threshold,
             )
