@@ -10,12 +10,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
+from typing import Any
 
-from sqlalchemy import and_, delete, or_
+from sqlalchemy import BindParameter, Select, and_, bindparam, delete, or_
+from sqlalchemy import select as sa_select
 from sqlmodel import col, select
 
 from cairn.bot.events import clean_text
-from cairn.db import Database
+from cairn.db import Database, table
 from cairn.db.models import MemoReceipt, MemoRow, Tenant, utcnow
 from cairn.errors import InvalidInput, NotFound
 
@@ -105,33 +108,26 @@ class MemoBox:
     ) -> list[Memo]:
         """Unexpired memos to ``agent`` (or to all agents), highest priority first, then oldest
         (``only``: just the memo with that id, if it is one of them)."""
-        now = utcnow()
-        # One query, filtered and limited in the database: an agent's old memos (read,
-        # acknowledged, never expiring) pile up, and this runs on every turn.
-        query = (
-            select(MemoRow, MemoReceipt)
-            .outerjoin(
-                MemoReceipt,
-                and_(col(MemoReceipt.memo_id) == MemoRow.id, col(MemoReceipt.agent) == agent),
-            )
-            .where(
-                MemoRow.tenant_id == tenant,
-                col(MemoRow.recipient).in_([agent, ALL_AGENTS]),
-                col(MemoRow.sender) != agent,
-                or_(col(MemoRow.expires_at).is_(None), col(MemoRow.expires_at) > now),
-            )
-        )
-        if only is not None:
-            query = query.where(col(MemoRow.id) == only)
-        if not include_read:
-            query = query.where(col(MemoReceipt.read_at).is_(None))
-        if not include_acknowledged:
-            query = query.where(col(MemoReceipt.acked_at).is_(None))
-        with self.db.session() as s:
-            rows = s.exec(
-                query.order_by(col(MemoRow.priority).desc(), col(MemoRow.id)).limit(limit)
-            ).all()
-            return [_memo(row, receipt) for row, receipt in rows]
+        # One query of plain rows, filtered and limited in the database: an agent's old memos
+        # (read, acknowledged, never expiring) pile up, and this runs on every turn.
+        query = _inbox_query(include_read, include_acknowledged, only is not None)
+        params = {"tenant": tenant, "agent": agent, "now": utcnow(), "limit": limit, "only": only}
+        with self.db.engine.connect() as conn:
+            return [
+                Memo(
+                    id=row.id,
+                    tenant=row.tenant_id,
+                    sender=row.sender,
+                    recipient=row.recipient,
+                    text=row.text,
+                    priority=row.priority,
+                    created_at=row.created_at,
+                    expires_at=row.expires_at,
+                    read=row.read_at is not None,
+                    acknowledged=row.acked_at is not None,
+                )
+                for row in conn.execute(query, params)
+            ]
 
     def mark_read(self, tenant: str, agent: str, memo_ids: list[int]) -> None:
         """Record that ``agent`` has been shown these memos."""
@@ -189,6 +185,35 @@ class MemoBox:
                 if acknowledge:
                     receipt.acked_at = receipt.acked_at or now
                 s.add(receipt)
+
+
+@lru_cache(maxsize=8)
+def _inbox_query(include_read: bool, include_acknowledged: bool, only: bool) -> Select[Any]:
+    """The inbox query for one combination of filters, built once; its values are the
+    parameters tenant, agent, now, limit and only."""
+    memos, receipts = table(MemoRow), table(MemoReceipt)
+    agent: BindParameter[str] = bindparam("agent")
+    query = (
+        sa_select(memos, receipts.c.read_at, receipts.c.acked_at)
+        .select_from(
+            memos.outerjoin(
+                receipts, and_(receipts.c.memo_id == memos.c.id, receipts.c.agent == agent)
+            )
+        )
+        .where(
+            memos.c.tenant_id == bindparam("tenant"),
+            or_(memos.c.recipient == agent, memos.c.recipient == ALL_AGENTS),
+            memos.c.sender != agent,
+            or_(memos.c.expires_at.is_(None), memos.c.expires_at > bindparam("now")),
+        )
+    )
+    if only:
+        query = query.where(memos.c.id == bindparam("only"))
+    if not include_read:
+        query = query.where(receipts.c.read_at.is_(None))
+    if not include_acknowledged:
+        query = query.where(receipts.c.acked_at.is_(None))
+    return query.order_by(memos.c.priority.desc(), memos.c.id).limit(bindparam("limit"))
 
 
 def _memo(row: MemoRow, receipt: MemoReceipt | None) -> Memo:

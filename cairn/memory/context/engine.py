@@ -21,7 +21,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from cairn.db import Database, changed, table
+from cairn.db import Database, changed, insert_row, table
 from cairn.db.models import (
     AgentRow,
     AgentSession,
@@ -236,13 +236,16 @@ def _save_checkpoint(s: Session, session_id: int, through_seq: int, turn: int, d
     )
     if advanced:  # the usual case: one statement
         return
-    saved = s.exec(
-        select(ContextCheckpoint.id).where(ContextCheckpoint.session_id == session_id)
-    ).first()
+    saved = (
+        s.connection()
+        .execute(sa_select(checkpoints.c.id).where(checkpoints.c.session_id == session_id))
+        .first()
+    )
     if saved is None:  # the session's first checkpoint
-        s.add(
-            ContextCheckpoint(session_id=session_id, through_seq=through_seq, turn=turn, state=data)
+        first = ContextCheckpoint(
+            session_id=session_id, through_seq=through_seq, turn=turn, state=data
         )
+        insert_row(s, first)
 
 
 @lru_cache(maxsize=64)
