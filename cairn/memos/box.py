@@ -94,7 +94,7 @@ class MemoBox:
             )
             s.add(row)
             s.flush()
-            return _memo(row, None)
+            return _memo(row)
 
     def inbox(
         self,
@@ -114,18 +114,7 @@ class MemoBox:
         params = {"tenant": tenant, "agent": agent, "now": utcnow(), "limit": limit, "only": only}
         with self.db.engine.connect() as conn:
             return [
-                Memo(
-                    id=row.id,
-                    tenant=row.tenant_id,
-                    sender=row.sender,
-                    recipient=row.recipient,
-                    text=row.text,
-                    priority=row.priority,
-                    created_at=row.created_at,
-                    expires_at=row.expires_at,
-                    read=row.read_at is not None,
-                    acknowledged=row.acked_at is not None,
-                )
+                _memo(row, read=row.read_at is not None, acknowledged=row.acked_at is not None)
                 for row in conn.execute(query, params)
             ]
 
@@ -216,10 +205,10 @@ def _inbox_query(include_read: bool, include_acknowledged: bool, only: bool) -> 
     return query.order_by(memos.c.priority.desc(), memos.c.id).limit(bindparam("limit"))
 
 
-def _memo(row: MemoRow, receipt: MemoReceipt | None) -> Memo:
-    assert row.id is not None
+def _memo(row: Any, *, read: bool = False, acknowledged: bool = False) -> Memo:
+    """A memo from a ``memo`` row: the ORM object or a plain row of its columns."""
     return Memo(
-        id=row.id,
+        id=int(row.id),
         tenant=row.tenant_id,
         sender=row.sender,
         recipient=row.recipient,
@@ -227,6 +216,6 @@ def _memo(row: MemoRow, receipt: MemoReceipt | None) -> Memo:
         priority=row.priority,
         created_at=row.created_at,
         expires_at=row.expires_at,
-        read=receipt is not None and receipt.read_at is not None,
-        acknowledged=receipt is not None and receipt.acked_at is not None,
+        read=read,
+        acknowledged=acknowledged,
     )
