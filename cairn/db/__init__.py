@@ -13,7 +13,7 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, Insert, Table, Update, event, insert
+from sqlalchemy import Engine, Insert, Table, event, insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, SQLModel, create_engine
@@ -24,7 +24,6 @@ from cairn.errors import StorageError
 __all__ = [
     "Database",
     "alembic_config",
-    "changed",
     "create_db_engine",
     "insert_row",
     "normalise_url",
@@ -166,11 +165,6 @@ def table(model: type[SQLModel]) -> Table:
     if not isinstance(found, Table):
         raise TypeError(f"{model.__name__} is not a table model")
     return found
-
-
-def changed(s: Session, statement: Update) -> int:
-    """Run a Core UPDATE in the transaction ``s``; the number of rows it changed."""
-    return s.connection().execute(statement).rowcount
 
 
 @lru_cache(maxsize=64)

@@ -8,11 +8,12 @@ the session row, so concurrent writers (frontend and worker) never collide.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from weakref import WeakKeyDictionary
 
+from sqlalchemy import Select, Update, bindparam, update
 from sqlalchemy import select as sa_select
-from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -20,6 +21,35 @@ from cairn.db import Database, insert_row, table
 from cairn.db.models import AgentSession, EventStatus, SessionEvent, Tenant, utcnow
 
 __all__ = ["EventLog", "ThreadRef"]
+
+
+# Statements run for every message, built once (their values are bind parameters).
+@lru_cache(maxsize=2)
+def _next_seq(wake: bool) -> Update:
+    """Take the session's next sequence number (parameters sid, now); ``wake`` also reopens
+    an ended session."""
+    sessions = table(AgentSession)
+    values: dict[str, Any] = {"last_seq": sessions.c.last_seq + 1, "updated_at": bindparam("now")}
+    if wake:
+        values |= {"status": "open", "ended_at": None}
+    return (
+        update(sessions)
+        .where(sessions.c.id == bindparam("sid"))
+        .values(**values)
+        .returning(sessions.c.last_seq)
+    )
+
+
+@lru_cache(maxsize=1)
+def _any_pending() -> Select[Any]:
+    """One pending event of a session, if any (parameter sid)."""
+    events = table(SessionEvent)
+    return (
+        sa_select(events.c.id)
+        .where(events.c.session_id == bindparam("sid"), events.c.status == EventStatus.PENDING)
+        .limit(1)
+    )
+
 
 # Session rows by id, per database (see EventLog.pending); weak, so a closed database goes.
 _SESSION_ROWS: WeakKeyDictionary[Database, dict[int, AgentSession]] = WeakKeyDictionary()
@@ -112,20 +142,8 @@ class EventLog:
 
         ``wake`` also marks the session open again (a new message wakes an ended session).
         """
-        sessions = table(AgentSession)
-        values: dict[str, Any] = {"last_seq": sessions.c.last_seq + 1, "updated_at": utcnow()}
-        if wake:
-            values |= {"status": "open", "ended_at": None}
-        seq: int = (
-            s.connection()
-            .execute(
-                update(sessions)
-                .where(sessions.c.id == session_id)
-                .values(**values)
-                .returning(sessions.c.last_seq)
-            )
-            .scalar_one()
-        )
+        numbered = s.connection().execute(_next_seq(wake), {"sid": session_id, "now": utcnow()})
+        seq: int = numbered.scalar_one()
         event = SessionEvent(
             session_id=session_id,
             tenant_id=tenant,
@@ -149,14 +167,8 @@ class EventLog:
 
     def has_pending(self, session_id: int) -> bool:
         """True when an event of the session is still waiting to be handled."""
-        events = table(SessionEvent)
         with self.db.engine.connect() as conn:  # one row, no ORM objects: a Core read
-            found = conn.execute(
-                sa_select(events.c.id)
-                .where(events.c.session_id == session_id, events.c.status == EventStatus.PENDING)
-                .limit(1)
-            ).first()
-            return found is not None
+            return conn.execute(_any_pending(), {"sid": session_id}).first() is not None
 
     def pending(self, session_id: int) -> tuple[AgentSession | None, list[SessionEvent]]:
         """The session row (None if it has no pending events) and its events still waiting

@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from sqlalchemy import Select, Update, bindparam, update
 from sqlalchemy import select as sa_select
-from sqlalchemy import update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from cairn.db import Database, changed, insert_row, table
+from cairn.db import Database, insert_row, table
 from cairn.db.models import (
     AgentRow,
     AgentSession,
@@ -78,14 +78,35 @@ def _json_tokens(text: str) -> int:
 
 def agent_instructions(db: Database, tenant: str, agent: str) -> str:
     """The agent's own instructions from the ``agent`` table ("" when it has none)."""
-    agents = table(AgentRow)
     with db.engine.connect() as conn:  # read on every turn: one column, a Core read
-        found = conn.execute(
-            sa_select(agents.c.instructions).where(
-                agents.c.tenant_id == tenant, agents.c.name == agent
-            )
-        ).scalar()
+        found = conn.execute(_instructions(), {"tenant": tenant, "agent": agent}).scalar()
         return str(found).strip() if found is not None else ""
+
+
+@lru_cache(maxsize=1)
+def _checkpoint_state() -> Select[Any]:
+    checkpoints = table(ContextCheckpoint)
+    return sa_select(checkpoints.c.state).where(checkpoints.c.session_id == bindparam("sid"))
+
+
+@lru_cache(maxsize=2)
+def _events_after(bounded: bool) -> Select[Any]:
+    """What the fold reads of a session's events after a checkpoint (parameters sid, after
+    and, when ``bounded``, before), oldest first."""
+    t = table(SessionEvent)
+    query = sa_select(t.c.seq, t.c.kind, t.c.text, t.c.user, t.c.status, t.c.data, t.c.id)
+    query = query.where(t.c.session_id == bindparam("sid"), t.c.seq > bindparam("after"))
+    if bounded:
+        query = query.where(t.c.seq < bindparam("before"))
+    return query.order_by(t.c.seq)
+
+
+@lru_cache(maxsize=1)
+def _instructions() -> Select[Any]:
+    agents = table(AgentRow)
+    return sa_select(agents.c.instructions).where(
+        agents.c.tenant_id == bindparam("tenant"), agents.c.name == bindparam("agent")
+    )
 
 
 def _view(event: SessionEvent) -> EventView:
@@ -124,23 +145,12 @@ class ContextEngine:
     def _resume(self, session: AgentSession, before_seq: int | None) -> tuple[SessionState, bool]:
         """The checkpoint with the events after it folded in (one read transaction); True when
         there were such events, so the checkpoint should be saved again."""
-        checkpoints = table(ContextCheckpoint)
-        with self.db.session() as s:
-            saved = (
-                s.connection()
-                .execute(
-                    sa_select(checkpoints.c.state).where(checkpoints.c.session_id == session.id)
-                )
-                .scalar()
-            )
+        with self.db.engine.connect() as conn:  # one connection, plain rows
+            saved = conn.execute(_checkpoint_state(), {"sid": session.id}).scalar()
             state = SessionState.from_json(saved) if saved is not None else SessionState()
-            t = table(SessionEvent)
-            # Only what the fold reads, as plain rows: this runs on every turn.
-            query = sa_select(t.c.seq, t.c.kind, t.c.text, t.c.user, t.c.status, t.c.data, t.c.id)
-            query = query.where(t.c.session_id == session.id, t.c.seq > state.through_seq)
-            if before_seq is not None:
-                query = query.where(t.c.seq < before_seq)
-            events = [EventView(*row) for row in s.connection().execute(query.order_by(t.c.seq))]
+            params = {"sid": session.id, "after": state.through_seq, "before": before_seq}
+            rows = conn.execute(_events_after(before_seq is not None), params)
+            events = [EventView(*row) for row in rows]
         for event in events:
             folded = fold(
                 state,
@@ -225,16 +235,32 @@ class ContextEngine:
             _record_in(s, session_id, event_seq, fields)
 
 
+@lru_cache(maxsize=1)
+def _advance_checkpoint() -> Update:
+    """Move a session's checkpoint forward unless it is already as far (parameters sid,
+    through, turn_no, data, now); built once, it runs on every turn."""
+    checkpoints = table(ContextCheckpoint)
+    return (
+        update(checkpoints)
+        .where(
+            checkpoints.c.session_id == bindparam("sid"),
+            checkpoints.c.through_seq < bindparam("through"),
+        )
+        .values(
+            through_seq=bindparam("through"),
+            turn=bindparam("turn_no"),
+            state=bindparam("data", type_=checkpoints.c.state.type),
+            updated_at=bindparam("now"),
+        )
+    )
+
+
 def _save_checkpoint(s: Session, session_id: int, through_seq: int, turn: int, data: Any) -> None:
     """Write the checkpoint in ``s`` unless an equal or newer one is already saved."""
     checkpoints = table(ContextCheckpoint)
-    advanced = changed(
-        s,
-        update(checkpoints)
-        .where(checkpoints.c.session_id == session_id, checkpoints.c.through_seq < through_seq)
-        .values(through_seq=through_seq, turn=turn, state=data, updated_at=utcnow()),
-    )
-    if advanced:  # the usual case: one statement
+    params = {"sid": session_id, "through": through_seq, "turn_no": turn, "data": data}
+    advanced = s.connection().execute(_advance_checkpoint(), params | {"now": utcnow()})
+    if advanced.rowcount:  # the usual case: one statement
         return
     saved = (
         s.connection()
