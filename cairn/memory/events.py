@@ -51,10 +51,6 @@ def _any_pending() -> Select[Any]:
     )
 
 
-# Session rows by id, per database (see EventLog.pending); weak, so a closed database goes.
-_SESSION_ROWS: WeakKeyDictionary[Database, dict[int, AgentSession]] = WeakKeyDictionary()
-
-
 @dataclass(frozen=True, slots=True)
 class ThreadRef:
     """Which thread a session is: platform, tenant, channel and thread id."""
@@ -65,30 +61,48 @@ class ThreadRef:
     thread: str
 
 
+class _KnownSessions:
+    """Session rows this process has read, by thread and by id, per database (bounded).
+
+    A frontend asks for the same threads over and over, and a worker handles the same
+    sessions. Sessions are never deleted and their id, tenant, platform, channel, thread and
+    agent never change; status and last_seq may be stale in a remembered row.
+    """
+
+    LIMIT = 10000
+
+    def __init__(self) -> None:
+        self.by_ref: dict[ThreadRef, AgentSession] = {}
+        self.by_id: dict[int, AgentSession] = {}
+
+    def keep(self, row: AgentSession, ref: ThreadRef | None = None) -> None:
+        if len(self.by_id) >= self.LIMIT:
+            self.by_ref.clear()
+            self.by_id.clear()
+        self.by_id[row.id or 0] = row
+        if ref is not None:
+            self.by_ref[ref] = row
+
+
+# Weak: a database that is closed and dropped takes its sessions with it.
+_KNOWN: WeakKeyDictionary[Database, _KnownSessions] = WeakKeyDictionary()
+
+
 class EventLog:
     """Sessions and their event logs in the database."""
 
-    # Sessions remembered by thread (never deleted, so an id stays right); bounded.
-    KNOWN_SESSIONS = 10000
-
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._known: dict[ThreadRef, AgentSession] = {}
+        self._known = _KNOWN.setdefault(db, _KnownSessions())
 
     def open_session(self, ref: ThreadRef, agent: str) -> AgentSession:
-        """The session of ``ref``, created (with its tenant) on first use.
-
-        Remembered per EventLog: a frontend asks for the same threads over and over. Fields
-        that change (status, last_seq) may be stale in what it returns; the id, tenant,
-        thread and agent are not.
-        """
-        known = self._known.get(ref)
+        """The session of ``ref``, created (with its tenant) on first use; remembered (see
+        :class:`_KnownSessions`)."""
+        known = self._known.by_ref.get(ref)
         if known is not None:
             return known
         session = self._open_session(ref, agent)
-        if len(self._known) >= self.KNOWN_SESSIONS:
-            self._known.clear()
-        self._known[ref] = session
+        self._known.keep(session, ref)
         return session
 
     def _open_session(self, ref: ThreadRef, agent: str) -> AgentSession:
@@ -172,14 +186,8 @@ class EventLog:
 
     def pending(self, session_id: int) -> tuple[AgentSession | None, list[SessionEvent]]:
         """The session row (None if it has no pending events) and its events still waiting
-        to be handled, oldest first.
-
-        The row comes from a per-database memory of sessions when it is there: a worker
-        handles the same threads over and over, and what a turn reads of the row (id,
-        tenant, platform, channel, thread, agent) never changes; status and last_seq may be
-        stale in it.
-        """
-        known = _SESSION_ROWS.setdefault(self.db, {})
+        to be handled, oldest first; the row may be a remembered one (see
+        :class:`_KnownSessions`)."""
         with self.db.session() as s:
             events = list(
                 s.exec(
@@ -193,11 +201,11 @@ class EventLog:
             )
             if not events:
                 return None, []
-            session = known.get(session_id) or s.get(AgentSession, session_id)
-        if session is not None and session_id not in known:
-            if len(known) >= self.KNOWN_SESSIONS:
-                known.clear()
-            known[session_id] = session
+            session = self._known.by_id.get(session_id)
+            if session is None:
+                session = s.get(AgentSession, session_id)
+                if session is not None:
+                    self._known.keep(session)
         return session, events
 
     def sessions_with_pending(self) -> list[int]:
