@@ -84,7 +84,7 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
                 return Ingested(Admission.QUEUED, session.id, upgraded)
         return Ingested(Admission.DUPLICATE, session.id)
     admission = Admission.QUEUED if event.addressed else Admission.IGNORED
-    return Ingested(admission, session.id, row.id)
+    return Ingested(admission, session.id, row["id"])
 
 
 def _address_logged_copy(log: EventLog, event: ChatEvent, message_ref: str) -> int | None:
@@ -151,4 +151,4 @@ def _reaction(log: EventLog, event: ChatEvent) -> Ingested:
             )
     except IntegrityError:
         return Ingested(Admission.DUPLICATE, target.session_id)
-    return Ingested(Admission.QUEUED, target.session_id, row.id)
+    return Ingested(Admission.QUEUED, target.session_id, row["id"])

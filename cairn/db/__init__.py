@@ -25,7 +25,7 @@ __all__ = [
     "Database",
     "alembic_config",
     "create_db_engine",
-    "insert_row",
+    "insert_values",
     "normalise_url",
     "table",
 ]
@@ -172,20 +172,51 @@ def _inserting(target: Table) -> Insert:
     return insert(target).returning(target.c.id)
 
 
-def insert_row(s: Session, row: SQLModel) -> int:
-    """Insert ``row`` (its field defaults already applied) with one Core statement inside
-    the transaction ``s``, without the unit of work; set and return its new id.
+@lru_cache(maxsize=64)
+def _defaults(
+    model: type[SQLModel],
+) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...], frozenset[str]]:
+    """A table model's field defaults, read once: constant ones, factories (called per row),
+    and the names of fields without a default."""
+    columns = _columns(model)
+    constant: dict[str, Any] = {}
+    factories: list[tuple[str, Any]] = []
+    required: set[str] = set()
+    for name, info in model.model_fields.items():
+        if name not in columns:
+            continue
+        if info.default_factory is not None:
+            factories.append((name, info.default_factory))
+        elif info.is_required():
+            required.add(name)
+        else:
+            constant[name] = info.default
+    return constant, tuple(factories), frozenset(required)
 
-    The row stays out of the session: for rows that are written once and only read after.
+
+def insert_values(s: Session, model: type[SQLModel], **fields: Any) -> dict[str, Any]:
+    """Insert one row of ``model`` with one Core statement inside the transaction ``s``, its
+    field defaults applied as the model would; return the values written, with the new id.
+
+    No model object is built and the unit of work is not involved: for rows that are written
+    once on the per-message path (building a SQLModel object cost more than the insert).
+    Raises TypeError for a field the model does not have or a required one left out.
     """
-    target = table(type(row))
-    values = {
-        column.key: getattr(row, column.key)
-        for column in target.columns
-        if not (column.primary_key and getattr(row, column.key) is None)
-    }
+    constant, factories, required = _defaults(model)
+    values = constant | {name: make() for name, make in factories if name not in fields}
+    values |= fields
+    columns = _columns(model)
+    if not required <= values.keys() or not values.keys() <= columns:
+        missing = sorted(required - values.keys())
+        unknown = sorted(values.keys() - columns)
+        raise TypeError(f"{model.__name__}: missing fields {missing}, unknown fields {unknown}")
     # The values go as parameters of one statement per table (compiled once per column set),
     # not into a new statement per row: building a statement cost more than running it.
-    new_id = int(s.connection().execute(_inserting(target), values).scalar_one())
-    row.id = new_id
-    return new_id
+    target = table(model)
+    values["id"] = int(s.connection().execute(_inserting(target), values).scalar_one())
+    return values
+
+
+@lru_cache(maxsize=64)
+def _columns(model: type[SQLModel]) -> frozenset[str]:
+    return frozenset(c.key for c in table(model).columns if not c.primary_key)

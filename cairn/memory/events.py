@@ -17,7 +17,7 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from cairn.db import Database, insert_row, table
+from cairn.db import Database, insert_values, table
 from cairn.db.models import AgentSession, EventStatus, SessionEvent, Tenant, utcnow
 
 __all__ = ["EventLog", "ThreadRef"]
@@ -48,6 +48,17 @@ def _any_pending() -> Select[Any]:
         sa_select(events.c.id)
         .where(events.c.session_id == bindparam("sid"), events.c.status == EventStatus.PENDING)
         .limit(1)
+    )
+
+
+@lru_cache(maxsize=1)
+def _pending_events() -> Select[Any]:
+    """Every column of a session's pending events, oldest first (parameter sid)."""
+    events = table(SessionEvent)
+    return (
+        sa_select(events)
+        .where(events.c.session_id == bindparam("sid"), events.c.status == EventStatus.PENDING)
+        .order_by(events.c.seq)
     )
 
 
@@ -151,14 +162,17 @@ class EventLog:
         message_ref: str | None = None,
         data: dict[str, Any] | None = None,
         wake: bool = False,
-    ) -> SessionEvent:
-        """Append an event inside the caller's transaction and return it (id assigned).
+    ) -> dict[str, Any]:
+        """Append an event inside the caller's transaction; returns the row's values, its
+        new id included (no model object: this runs for every message and reply).
 
         ``wake`` also marks the session open again (a new message wakes an ended session).
         """
         numbered = s.connection().execute(_next_seq(wake), {"sid": session_id, "now": utcnow()})
         seq: int = numbered.scalar_one()
-        event = SessionEvent(
+        return insert_values(
+            s,
+            SessionEvent,
             session_id=session_id,
             tenant_id=tenant,
             seq=seq,
@@ -171,13 +185,11 @@ class EventLog:
             message_ref=message_ref,
             data=data or {},
         )
-        insert_row(s, event)  # written once, never changed through this object
-        return event
 
     def append(self, session_id: int, tenant: str, kind: str, **fields: Any) -> SessionEvent:
         """Append an event in its own transaction (committed when this returns)."""
         with self.db.session() as s:
-            return self.append_in(s, session_id, tenant, kind, **fields)
+            return SessionEvent(**self.append_in(s, session_id, tenant, kind, **fields))
 
     def has_pending(self, session_id: int) -> bool:
         """True when an event of the session is still waiting to be handled."""
@@ -188,24 +200,19 @@ class EventLog:
         """The session row (None if it has no pending events) and its events still waiting
         to be handled, oldest first; the row may be a remembered one (see
         :class:`_KnownSessions`)."""
-        with self.db.session() as s:
-            events = list(
-                s.exec(
-                    select(SessionEvent)
-                    .where(
-                        SessionEvent.session_id == session_id,
-                        SessionEvent.status == EventStatus.PENDING,
-                    )
-                    .order_by(col(SessionEvent.seq))
-                ).all()
-            )
-            if not events:
-                return None, []
-            session = self._known.by_id.get(session_id)
-            if session is None:
+        with self.db.engine.connect() as conn:  # a Core read: this runs for every message
+            rows = conn.execute(_pending_events(), {"sid": session_id}).mappings().all()
+        if not rows:
+            return None, []
+        # Plain model objects (not attached to an ORM session) built without validation: the
+        # values come from the table itself.
+        events = [SessionEvent.model_construct(**row) for row in rows]
+        session = self._known.by_id.get(session_id)
+        if session is None:
+            with self.db.session() as s:
                 session = s.get(AgentSession, session_id)
-                if session is not None:
-                    self._known.keep(session)
+            if session is not None:
+                self._known.keep(session)
         return session, events
 
     def sessions_with_pending(self) -> list[int]:

@@ -413,7 +413,7 @@ class EdgeIndex(_Searches):
                 shard = _EDGE_SHARDS.get(self._path)
                 if shard is None:
                     if (self._path / "edge_config.json").exists():
-                        shard = qe.EdgeShard.load(str(self._path))
+                        shard = qe.EdgeShard.load(str(self._path), self._config(qe))
                     else:
                         shard = self._create(qe)
                     _EDGE_SHARDS[self._path] = shard
@@ -425,18 +425,24 @@ class EdgeIndex(_Searches):
         self._failure = None
         return shard
 
-    def _create(self, qe: Any) -> Any:
+    def _config(self, qe: Any) -> Any:
         vectors = (
             {DENSE: qe.EdgeVectorParams(size=self.dense_dim, distance=qe.Distance.Cosine)}
             if self.dense_dim is not None
             else {}
         )
-        config = qe.EdgeConfig(
+        return qe.EdgeConfig(
             vectors=vectors,
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            # Searched on the calling thread's behalf by one pool thread: a worker runs turns
+            # in parallel already, and handing one small query to a pool of threads cost more
+            # CPU than it saved time (ADR 0016: 0.30 -> 0.08 ms CPU for both searches).
+            max_search_threads=1,
         )
+
+    def _create(self, qe: Any) -> Any:
         self._path.mkdir(parents=True, exist_ok=True)
-        shard = qe.EdgeShard.create(str(self._path), config)
+        shard = qe.EdgeShard.create(str(self._path), self._config(qe))
         for field in ("tenant", "agent", "visibility"):
             shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
         shard.update(qe.UpdateOperation.create_field_index("created", qe.PayloadSchemaType.Float))

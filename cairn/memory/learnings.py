@@ -234,11 +234,11 @@ def _announce(rt: Runtime, session_id: int, memories: list[Memory]) -> None:
             text = f"remembered: {memory.text}"
             EventLog.append_in(
                 s, session_id, session.tenant_id, EventKind.NOTICE, text=text,
-                agent=session.agent, data={"cause": cause.id, "kind": "notice"},
+                agent=session.agent, data={"cause": cause["id"], "kind": "notice"},
             )  # fmt: skip
             row = OutboundMessage(
                 session_id=session_id,
-                cause_event_id=cause.id or 0,
+                cause_event_id=cause["id"],
                 seq=seq,
                 tenant_id=session.tenant_id,
                 platform=session.platform,

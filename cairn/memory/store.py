@@ -189,7 +189,7 @@ class MemoryStore:
         self.weights = weights or RankWeights()
         self.default_k = default_k
         self._vectors: dict[int, list[float]] = {}  # embedded at write, handed to the outbox
-        self._statements: dict[tuple[Scope, str], Any] = {}  # see _statement
+        self._statements: dict[tuple[str, str, str], Any] = {}  # see _statement
         self._tenants: set[str] = set()  # known to exist in the database
 
     @classmethod
@@ -502,7 +502,7 @@ class MemoryStore:
                     lexical = _merged(lexical, within)
                 dense: list[tuple[int, float]] = []
                 if vector is None and self.embedder is not None:
-                    vector = [float(x) for x in self.embedder.embed([query])[0]]
+                    vector = self.embedder.embed([query])[0].tolist()
                 if vector is not None:
                     dense = self.index.search_dense(list(vector), scope.tenant, scope.agent, n)
                     if periods:
@@ -603,9 +603,9 @@ class MemoryStore:
 
         ``rows`` takes ``ids``; ``near`` takes ``ids`` and ``threads`` and keeps episodic turns
         of those threads. Building a statement costs more than running it, so each is built
-        once per scope, with the ids as parameters.
+        once per tenant and agent, with the ids as parameters.
         """
-        key = (scope, which)
+        key = (scope.tenant, scope.agent, which)  # all that visible_to reads of the scope
         statement = self._statements.get(key)
         if statement is None:
             conditions = [
@@ -619,10 +619,33 @@ class MemoryStore:
                     col(MemoryRow.kind) == "episode",
                 ]
             statement = sa_select(MemoryRow.__table__).where(*conditions)  # type: ignore[attr-defined]
-            if len(self._statements) >= 512:
-                self._statements.clear()
-            self._statements[key] = statement
+            self._remember_statement(key, statement)
         return statement
+
+    def _lexical_statement(self, scope: Scope, n: int) -> Any:
+        """The (cached) select of ids and texts that contain one of ``n`` terms (parameters
+        t0 ... t{n-1}), for lexical recall without the index: built once per tenant, agent and count."""
+        key = (scope.tenant, scope.agent, f"lexical:{n}")
+        statement = self._statements.get(key)
+        if statement is None:
+            text = func.lower(col(MemoryRow.text))
+            statement = (
+                sa_select(col(MemoryRow.id), col(MemoryRow.text))
+                .where(
+                    visible_to(scope),
+                    col(MemoryRow.retracted).is_(False),
+                    or_(*(text.contains(bindparam(f"t{i}")) for i in range(n))),
+                )
+                .order_by(col(MemoryRow.id).desc())
+                .limit(500)
+            )
+            self._remember_statement(key, statement)
+        return statement
+
+    def _remember_statement(self, key: tuple[str, str, str], statement: Any) -> None:
+        if len(self._statements) >= 512:
+            self._statements.clear()
+        self._statements[key] = statement
 
     def _neighbours(
         self, conn: Connection, scope: Scope, rows: dict[int, Any], turns: int
@@ -663,19 +686,15 @@ class MemoryStore:
         wanted = set(terms(query))
         if not wanted:
             return []
-        like = [func.lower(MemoryRow.text).contains(t) for t in sorted(wanted)[:16]]
-        with self.db.session() as s:
-            rows = s.exec(
-                select(MemoryRow)
-                .where(visible_to(scope), col(MemoryRow.retracted).is_(False), or_(*like))
-                .order_by(col(MemoryRow.id).desc())
-                .limit(500)
-            ).all()
+        looked_for = sorted(wanted)[:16]
+        params = {f"t{i}": t for i, t in enumerate(looked_for)}
+        with self.db.engine.connect() as conn:
+            rows = conn.execute(self._lexical_statement(scope, len(looked_for)), params).all()
         scored = []
-        for row in rows:
-            overlap = len(wanted & set(terms(row.text)))
+        for memory_id, text in rows:
+            overlap = len(wanted & set(terms(text)))
             if overlap:
-                scored.append((row.id or 0, overlap / len(wanted)))
+                scored.append((memory_id, overlap / len(wanted)))
         scored.sort(key=lambda pair: -pair[1])
         return scored[:k]
 

@@ -19,7 +19,7 @@ from sqlalchemy import Update, bindparam, update
 from sqlmodel import Session
 
 from cairn.bot.emoji import emoji_name
-from cairn.db import insert_row, table
+from cairn.db import insert_values, table
 from cairn.db.models import (
     AgentSession,
     DeadLetter,
@@ -362,7 +362,9 @@ def _finish(
 
 
 def _queue(s: Session, session: AgentSession, event: SessionEvent, seq: int, item: _Said) -> None:
-    row = OutboundMessage(
+    row = insert_values(
+        s,
+        OutboundMessage,
         session_id=session.id or 0,
         cause_event_id=event.id or 0,
         seq=seq,
@@ -375,9 +377,8 @@ def _queue(s: Session, session: AgentSession, event: SessionEvent, seq: int, ite
         text=item.text,
         data={"in_reply_to": event.message_ref or event.event_ref or ""},
     )
-    insert_row(s, row)
     for memory_id, role in dict.fromkeys(item.memories):
-        s.add(MemoryUse(outbound_id=row.id or 0, memory_id=memory_id, role=role))
+        s.add(MemoryUse(outbound_id=row["id"], memory_id=memory_id, role=role))
 
 
 def _unique(memories: list[Memory]) -> list[Memory]:

@@ -4,6 +4,7 @@ embedded index held by another process is not reopened on every query."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -19,7 +20,7 @@ from cairn.bot.events import ChatEvent
 from cairn.bot.ingest import Admission, ingest
 from cairn.db.models import ContextCheckpoint, ContextTelemetry, OutboundMessage
 from cairn.memory.events import EventLog
-from cairn.memory.index import EdgeIndex, IndexUnavailable
+from cairn.memory.index import EdgeIndex, IndexedMemory, IndexUnavailable
 from cairn.runtime import Runtime
 from cairn.workers.broker import Transport
 from cairn.workers.llm.base import LLMRequest, LLMResponse, TextBlock
@@ -143,3 +144,24 @@ def test_an_edge_index_held_by_another_process_is_not_reopened_on_every_query(
         assert holder.stdin is not None
         holder.stdin.close()
         holder.wait(30)
+
+
+def test_an_edge_shard_searches_on_one_thread_including_one_made_before(tmp_path: Path) -> None:
+    # A pool of search threads per query cost more CPU than it saved on a busy worker; a shard
+    # an earlier release created (without the setting) takes it when it is opened.
+    import qdrant_edge as qe
+
+    older = EdgeIndex(tmp_path / "older", dense_dim=4)
+    config = older._config(qe)
+    before = qe.EdgeConfig(vectors=config.vectors, sparse_vectors=config.sparse_vectors)
+    Path(older.where).mkdir(parents=True)
+    qe.EdgeShard.create(older.where, before).close()
+    fresh = EdgeIndex(tmp_path / "fresh", dense_dim=4)
+    for index in (older, fresh):
+        memory = IndexedMemory(
+            1, "deploys freeze on fridays", "acme", "cairn", "team", [1.0, 0, 0, 0]
+        )
+        index.upsert([memory])
+        assert [mid for mid, _ in index.search("deploys", "acme", "cairn", 5)] == [1]
+        saved = json.loads((Path(index.where) / "edge_config.json").read_text())
+        assert saved["max_search_threads"] == 1

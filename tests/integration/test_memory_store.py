@@ -120,6 +120,52 @@ def test_a_dead_vector_store_degrades_to_lexical_recall_and_the_outbox_replays(
     assert alive.index.search("release train", "acme", "ops", 5)
 
 
+def test_lexical_recall_keeps_each_scope_to_what_it_may_see(tmp_path: Path) -> None:
+    # One store serves every scope, and its lexical statements are built once per tenant and
+    # agent: asked by several, each still sees only its own and the shared memories.
+    db = Database(f"sqlite:///{tmp_path / 'm.db'}")
+    db.migrate()
+    dead = MemoryStore(db, QdrantIndex(url="http://127.0.0.1:9", timeout=1))
+    written = [
+        dead.remember("the ops runbook lives in the wiki", OPS),
+        dead.remember("the team runbook lives in git", OPS, visibility=Visibility.TEAM),
+        dead.remember(
+            "the globex runbook lives on paper", OTHER_TENANT, visibility=Visibility.PUBLIC
+        ),
+    ]
+    texts = {w.memory.id: w.memory.text for w in written}
+    asked = {
+        "ops": OPS,
+        "ops in another thread": Scope("acme", "ops", "C9", "cy", "t9"),
+        "review": REVIEW,
+        "globex": OTHER_TENANT,
+    }
+    # The candidates themselves, not only recall (which re-reads them through visible_to).
+    proposed = {
+        name: sorted(
+            texts[i] for i, _ in dead.candidates("where is the runbook", scope, 10).lexical
+        )
+        for name, scope in asked.items()
+    }
+    recalled = {
+        name: sorted(r.memory.text for r in dead.recall("where is the runbook", scope))
+        for name, scope in asked.items()
+    }
+    assert (
+        proposed
+        == recalled
+        == {
+            "ops": ["the ops runbook lives in the wiki", "the team runbook lives in git"],
+            "ops in another thread": [
+                "the ops runbook lives in the wiki",
+                "the team runbook lives in git",
+            ],
+            "review": ["the team runbook lives in git"],
+            "globex": ["the globex runbook lives on paper"],
+        }
+    )
+
+
 def test_recall_counts_and_feedback_scores_are_kept(store: MemoryStore) -> None:
     memory = store.remember("builds run on runner-7", OPS).memory
     store.recall("runner builds", OPS)

@@ -21,7 +21,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from cairn.db import Database, insert_row, table
+from cairn.db import Database, insert_values, table
 from cairn.db.models import (
     AgentRow,
     AgentSession,
@@ -268,10 +268,14 @@ def _save_checkpoint(s: Session, session_id: int, through_seq: int, turn: int, d
         .first()
     )
     if saved is None:  # the session's first checkpoint
-        first = ContextCheckpoint(
-            session_id=session_id, through_seq=through_seq, turn=turn, state=data
+        insert_values(
+            s,
+            ContextCheckpoint,
+            session_id=session_id,
+            through_seq=through_seq,
+            turn=turn,
+            state=data,
         )
-        insert_row(s, first)
 
 
 @lru_cache(maxsize=64)
