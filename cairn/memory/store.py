@@ -624,7 +624,8 @@ class MemoryStore:
 
     def _lexical_statement(self, scope: Scope, n: int) -> Any:
         """The (cached) select of ids and texts that contain one of ``n`` terms (parameters
-        t0 ... t{n-1}), for lexical recall without the index: built once per tenant, agent and count."""
+        t0 ... t{n-1}), for lexical recall without the index: built once per tenant, agent and
+        number of terms."""
         key = (scope.tenant, scope.agent, f"lexical:{n}")
         statement = self._statements.get(key)
         if statement is None:

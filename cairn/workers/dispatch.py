@@ -6,9 +6,11 @@ import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
+import redis
 from kombu.exceptions import OperationalError
 
 from cairn.errors import QueueError
+from cairn.workers.broker import QueuePublisher
 
 __all__ = ["CeleryDispatcher", "Dispatcher", "InProcessDispatcher"]
 
@@ -67,25 +69,39 @@ def _report(future: Future[int]) -> None:
 
 
 class CeleryDispatcher:
-    """Sends ``process_session`` to Celery workers through the broker."""
+    """Sends ``process_session`` to Celery workers through the broker.
+
+    On a Redis broker the task goes straight onto its queue (:class:`QueuePublisher`); other
+    brokers get Celery's ``apply_async``.
+    """
 
     def __init__(self, broker_url: str) -> None:
+        from cairn.workers.app import app
+
         self._broker_url = broker_url
+        self._publisher: QueuePublisher | None = None
+        if broker_url.startswith(("redis://", "rediss://")):
+            self._publisher = QueuePublisher(app, broker_url, app.conf.task_default_queue)
 
     def submit(self, session_id: int) -> None:
         """Publish the task; raises QueueError naming the broker when it is unreachable."""
         from cairn.workers.tasks import process_session
 
         try:
+            if self._publisher is not None:
+                self._publisher.publish(process_session.name, (session_id,))
+                return
             process_session.apply_async(
                 args=(session_id,),
                 retry=True,
                 retry_policy={"max_retries": 3, "interval_start": 0.2, "interval_step": 0.5},
             )
-        except (OperationalError, OSError) as exc:
+        except (OperationalError, OSError, redis.RedisError) as exc:
             raise QueueError(
                 f"cannot reach the broker at {self._broker_url} (CAIRN_BROKER_URL): {exc}"
             ) from exc
 
     def close(self) -> None:
-        """Nothing to release: the broker keeps queued work."""
+        """Close the publisher's connections (the broker keeps queued work)."""
+        if self._publisher is not None:
+            self._publisher.close()
