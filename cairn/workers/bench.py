@@ -5,6 +5,13 @@ the durable event log, the queue) to real workers: once in-process (the default)
 through Redis and ``cairn worker`` processes. The model is the offline one, which answers at
 once, so the figures are Cairn's own overhead. Latency is from the event's row being written
 to its reply's row being written.
+
+Each mode runs the load twice, on the same workers (ADR 0016). A flood (senders as fast as they
+can) measures throughput: the most the path sustains. A flood cannot measure overhead, though:
+senders that outrun the workers build a backlog, and latency becomes time spent queued, which
+grows with the length of the run. So latency is measured in a second run whose senders offer
+a fixed rate (``--rate``, an open loop, as people write), below which the figures are the
+path's own cost. Order, losses and duplicates are checked in both runs.
 """
 
 from __future__ import annotations
@@ -39,9 +46,23 @@ __all__ = ["PipelineFigures", "bench_pipeline", "run_mode"]
 
 @dataclass(frozen=True, slots=True)
 class PipelineFigures:
-    """What one mode measured."""
+    """What one mode measured: throughput in a flood, latency at ``latency_at_per_s`` offered
+    (0: in the flood too), order, losses and duplicates over both runs."""
 
     messages: int
+    messages_per_s: float
+    latency_ms: dict[str, float]
+    order_violations: int
+    lost: int
+    duplicated: int
+    latency_at_per_s: float = 0.0
+    sustained_per_s: float = 0.0  # the throughput of the paced run
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """One run's figures."""
+
     messages_per_s: float
     latency_ms: dict[str, float]
     order_violations: int
@@ -76,9 +97,9 @@ def run_mode(
     rate: float = 0.0,
     timeout: float = 600.0,
 ) -> PipelineFigures:
-    """Send ``threads`` x ``messages`` messages from ``senders`` concurrent senders (at
-    ``rate`` messages/s in all, or as fast as they can when 0) and measure how they came
-    back."""
+    """Send ``threads`` x ``messages`` messages from ``senders`` concurrent senders as fast as
+    they can, then (when ``rate`` > 0) as many again at ``rate`` messages/s in all, and measure
+    how they came back."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "ANTHROPIC_"))} | {
         "CAIRN_HOME": str(home),
         "CAIRN_LLM": "offline",
@@ -108,20 +129,21 @@ def run_mode(
                 )
         if procs:
             _wait_ready(settings, procs, logs)
-        total = threads * messages
-        # Like an HTTP frontend serving requests at once: several senders, each with its own
-        # chat threads, whose messages it sends in order (so per-thread order is defined).
-        with ThreadPoolExecutor(max_workers=senders, thread_name_prefix="bench-sender") as pool:
-            sent = [
-                pool.submit(_send, pipeline, range(k, threads, senders), messages, rate / senders)
-                for k in range(senders)
-            ]
-            for future in sent:
-                future.result()
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _pending(pipeline) > 0:
-            time.sleep(0.1)
-        return _figures(pipeline, total)
+        load = (threads, messages, senders)
+        runs = [_run(pipeline, "flood", *load, rate=0.0, deadline=deadline)]
+        if rate:
+            runs.append(_run(pipeline, "paced", *load, rate=rate, deadline=deadline))
+        return PipelineFigures(
+            messages=threads * messages,
+            messages_per_s=runs[0].messages_per_s,
+            latency_ms=runs[-1].latency_ms,
+            order_violations=sum(run.order_violations for run in runs),
+            lost=sum(run.lost for run in runs),
+            duplicated=sum(run.duplicated for run in runs),
+            latency_at_per_s=rate,
+            sustained_per_s=runs[-1].messages_per_s,
+        )
     finally:
         for proc in procs:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -133,7 +155,34 @@ def run_mode(
         pipeline.close()
 
 
-def _send(pipeline: Pipeline, threads: range, messages: int, rate: float) -> None:
+def _run(
+    pipeline: Pipeline,
+    tenant: str,
+    threads: int,
+    messages: int,
+    senders: int,
+    *,
+    rate: float,
+    deadline: float,
+) -> _Run:
+    """One run, in a tenant (and so in sessions) of its own."""
+    # Like an HTTP frontend serving requests at once: several senders, each with its own chat
+    # threads, whose messages it sends in order (so per-thread order is defined).
+    with ThreadPoolExecutor(max_workers=senders, thread_name_prefix="bench-sender") as pool:
+        sent = [
+            pool.submit(
+                _send, pipeline, tenant, range(k, threads, senders), messages, rate / senders
+            )
+            for k in range(senders)
+        ]
+        for future in sent:
+            future.result()
+    while time.monotonic() < deadline and _pending(pipeline) > 0:
+        time.sleep(0.1)
+    return _figures(pipeline, tenant)
+
+
+def _send(pipeline: Pipeline, tenant: str, threads: range, messages: int, rate: float) -> None:
     # Paced (rate > 0): message n leaves at start + n / rate, late ones at once (an open
     # loop, like people writing, so latency is measured below saturation, not queueing).
     start = time.monotonic()
@@ -146,7 +195,7 @@ def _send(pipeline: Pipeline, threads: range, messages: int, rate: float) -> Non
             pipeline.accept(
                 ChatEvent(
                     platform="bench",
-                    tenant="bench",
+                    tenant=tenant,
                     channel="bench",
                     thread=f"t{t}",
                     user="bench",
@@ -163,16 +212,19 @@ def _pending(pipeline: Pipeline) -> int:
         )
 
 
-def _figures(pipeline: Pipeline, total: int) -> PipelineFigures:
+def _figures(pipeline: Pipeline, tenant: str) -> _Run:
     with pipeline.rt.db.session() as s:
         inbound = s.exec(
             select(SessionEvent)
-            .where(SessionEvent.kind == EventKind.MESSAGE)
+            .where(SessionEvent.kind == EventKind.MESSAGE, SessionEvent.tenant_id == tenant)
             .order_by(col(SessionEvent.session_id), col(SessionEvent.seq))
         ).all()
         replies = s.exec(
             select(OutboundMessage)
-            .where(col(OutboundMessage.kind).in_(["reply", "error"]))
+            .where(
+                col(OutboundMessage.kind).in_(["reply", "error"]),
+                OutboundMessage.tenant_id == tenant,
+            )
             .order_by(col(OutboundMessage.id))
         ).all()
     by_cause: dict[int, list[OutboundMessage]] = {}
@@ -196,8 +248,7 @@ def _figures(pipeline: Pipeline, total: int) -> PipelineFigures:
     start = min((e.created_at for e in inbound), default=None)
     end = max((r.created_at for r in replies), default=None)
     seconds = (end - start).total_seconds() if start and end else 0.0
-    return PipelineFigures(
-        messages=total,
+    return _Run(
         messages_per_s=round(len(latencies) / seconds, 1) if seconds > 0 else 0.0,
         latency_ms=percentiles(latencies, (0.5, 0.95, 0.99), digits=1),
         order_violations=violations,
@@ -207,7 +258,7 @@ def _figures(pipeline: Pipeline, total: int) -> PipelineFigures:
 
 
 def bench_pipeline(
-    threads: int, messages: int, workers: int, redis_url: str, senders: int = 1, rate: float = 0.0
+    threads: int, messages: int, workers: int, redis_url: str, senders: int = 1, rate: float = 200.0
 ) -> dict[str, Any]:
     """Both modes, side by side, each on a fresh CAIRN_HOME (SQLite) and a flushed Redis DB."""
     client = redis.Redis.from_url(redis_url)
@@ -263,11 +314,11 @@ def bench_pipeline(
 )
 @click.option(
     "--rate",
-    default=0.0,
+    default=200.0,
     type=click.FloatRange(min=0),
     show_default=True,
-    help="Messages/s offered in all (0: as fast as the senders can). Below what the workers "
-    "sustain, latency is the path's overhead rather than time spent queued.",
+    help="Messages/s offered in all in the run that measures latency (0: no such run; latency "
+    "is then read in the flood, where it is mostly time spent queued).",
 )
 @click.option(
     "--redis-url",
@@ -288,9 +339,11 @@ def pipeline_command(
     """Measure the message path: Redis + Celery workers, and the in-process default.
 
     \b
-    Prints throughput (messages/s), latency p50/p95/p99 from event to reply (the offline
-    model answers at once, so this is Cairn's overhead), per-thread order violations, lost
-    and duplicated replies. Example:
+    Each mode sends THREADS x MESSAGES messages twice: as fast as the senders can, for
+    throughput (messages/s), then at --rate messages/s, for latency p50/p95/p99 from event
+    to reply (the offline model answers at once, so this is Cairn's overhead; in a flood it
+    would be time spent queued). Per-thread order violations, lost and duplicated replies
+    are counted in both runs. Example:
       cairn bench pipeline --threads 50 --messages 4 --json
       cairn bench pipeline --rate 100    # latency at 100 msg/s offered
     """
@@ -303,9 +356,15 @@ def pipeline_command(
         return
     for mode, figures in results.items():
         lat = figures["latency_ms"]
+        paced = (
+            f"at {figures['latency_at_per_s']:g} msg/s offered ({figures['sustained_per_s']:.1f} "
+            "sustained): "
+            if figures["latency_at_per_s"]
+            else "in the flood: "
+        )
         click.echo(
             f"{mode:<10} {figures['messages']} messages  {figures['messages_per_s']:>7.1f} msg/s  "
-            f"latency p50 {lat['p50']:.1f} ms  p95 {lat['p95']:.1f} ms  p99 {lat['p99']:.1f} ms  "
-            f"order violations {figures['order_violations']}  lost {figures['lost']}  "
-            f"duplicated {figures['duplicated']}"
+            f"latency {paced}p50 {lat['p50']:.1f} ms  p95 {lat['p95']:.1f} ms  "
+            f"p99 {lat['p99']:.1f} ms  order violations {figures['order_violations']}  "
+            f"lost {figures['lost']}  duplicated {figures['duplicated']}"
         )
