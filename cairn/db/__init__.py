@@ -210,8 +210,8 @@ def insert_values(s: Session, model: type[SQLModel], **fields: Any) -> dict[str,
         missing = sorted(required - values.keys())
         unknown = sorted(values.keys() - columns)
         raise TypeError(f"{model.__name__}: missing fields {missing}, unknown fields {unknown}")
-    # The values go as parameters of one statement per table (compiled once per column set),
-    # not into a new statement per row: building a statement cost more than running it.
+    # The values go as parameters of one statement per table (every column is given, so it
+    # compiles once), not into a new statement per row: building one cost more than running it.
     target = table(model)
     values["id"] = int(s.connection().execute(_inserting(target), values).scalar_one())
     return values
