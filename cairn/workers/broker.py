@@ -73,10 +73,14 @@ class QueuePublisher:
     Cairn's tasks are routed; Celery's before/after publish signals are not sent.
     """
 
-    def __init__(self, app: Celery, url: str, queue: str) -> None:
+    def __init__(self, app: Celery, url: str, queue: str, *, timeout: float = 10.0) -> None:
         self._amqp = app.amqp
         self._queue = queue
-        self._client = redis.Redis.from_url(url)  # thread-safe, with its own connection pool
+        # Thread-safe, with its own connection pool; a Redis that accepts and never answers
+        # fails the publish after ``timeout`` seconds (per try) instead of hanging the frontend.
+        self._client = redis.Redis.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=min(timeout, 5.0)
+        )
 
     def publish(self, task: str, args: Sequence[Any]) -> str:
         """Queue ``task`` with ``args``; returns the task id.

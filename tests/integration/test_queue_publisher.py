@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
+import time
 from typing import Any
 
 import pytest
@@ -53,3 +55,19 @@ def test_an_unreachable_broker_is_named_after_the_retries() -> None:
     with pytest.raises(QueueError, match=r"127\.0\.0\.1:9/0 \(CAIRN_BROKER_URL\)"):
         dispatcher.submit(1)
     dispatcher.close()
+
+
+def test_a_broker_that_never_answers_fails_the_publish_instead_of_hanging() -> None:
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # accepts connections (the kernel does) and never replies
+    port = silent.getsockname()[1]
+    app = Celery("publisher-test", set_as_current=False)
+    publisher = QueuePublisher(app, f"redis://127.0.0.1:{port}/0", "cairn-test", timeout=0.2)
+    started = time.monotonic()
+    with pytest.raises(redis.TimeoutError):
+        publisher.publish("cairn.test_task", (1,))
+    # Four tries of 0.2 s and the pauses between them (2.1 s), not a hang.
+    assert time.monotonic() - started < 6
+    publisher.close()
+    silent.close()
