@@ -14,6 +14,7 @@ from celery.signals import worker_process_init, worker_process_shutdown
 
 from cairn.config import Settings, get_settings
 from cairn.errors import ConfigError
+from cairn.workers.broker import is_redis_url
 
 __all__ = ["app", "configure_celery"]
 
@@ -38,9 +39,7 @@ def configure_celery(settings: Settings) -> Celery:
         broker_transport_options={"visibility_timeout": 3600},
         # kombu's Redis transport, minus a client built per message (see cairn.workers.broker).
         broker_transport=(
-            "cairn.workers.broker:Transport"
-            if (settings.broker_url or "").startswith(("redis://", "rediss://"))
-            else None
+            "cairn.workers.broker:Transport" if is_redis_url(settings.broker_url) else None
         ),
         beat_schedule={
             "reconcile-index": {

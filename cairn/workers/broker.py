@@ -35,11 +35,16 @@ from celery import Celery
 from kombu.serialization import dumps
 from kombu.transport import redis as kombu_redis
 
-__all__ = ["Channel", "QueuePublisher", "Transport"]
+__all__ = ["Channel", "QueuePublisher", "Transport", "is_redis_url"]
 
 # Publishing retries a connection failure after these pauses (seconds), then gives up: what
 # apply_async's retry policy of the dispatcher did (0.2 s, then 0.5 s more each time).
 RETRY_PAUSES = (0.2, 0.7, 1.2)
+
+
+def is_redis_url(url: str | None) -> bool:
+    """True for a broker URL this module serves (``redis://``, ``rediss://``)."""
+    return (url or "").startswith(("redis://", "rediss://"))
 
 
 class Channel(kombu_redis.Channel):

@@ -10,7 +10,7 @@ import redis
 from kombu.exceptions import OperationalError
 
 from cairn.errors import QueueError
-from cairn.workers.broker import QueuePublisher
+from cairn.workers.broker import QueuePublisher, is_redis_url
 
 __all__ = ["CeleryDispatcher", "Dispatcher", "InProcessDispatcher"]
 
@@ -80,7 +80,7 @@ class CeleryDispatcher:
 
         self._broker_url = broker_url
         self._publisher: QueuePublisher | None = None
-        if broker_url.startswith(("redis://", "rediss://")):
+        if is_redis_url(broker_url):
             self._publisher = QueuePublisher(app, broker_url, app.conf.task_default_queue)
 
     def submit(self, session_id: int) -> None:
