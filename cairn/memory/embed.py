@@ -30,6 +30,7 @@ from cairn.errors import ConfigError
 __all__ = [
     "DEFAULT_HUB_MODEL",
     "CachedEmbedder",
+    "CoalescingEmbedder",
     "Embedder",
     "MiniLM",
     "build_embedder",
@@ -197,8 +198,7 @@ class MiniLM:
     def _embed(self, encodings: list[Any]) -> Vectors:
         out = np.zeros((len(encodings), self.dim), dtype=np.float32)
         order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
-        for start in range(0, len(order), self._batch):
-            chunk = order[start : start + self._batch]
+        for chunk in self._chunks([len(encodings[i].ids) for i in order], order):
             width = max(len(encodings[i].ids) for i in chunk)
             ids = np.zeros((len(chunk), width), dtype=np.int64)
             mask = np.zeros((len(chunk), width), dtype=np.float32)
@@ -208,6 +208,19 @@ class MiniLM:
                 mask[row, :n] = 1.0
             out[chunk] = self._forward(ids, mask)
         return out
+
+    def _chunks(self, lengths: list[int], order: list[int]) -> list[list[int]]:
+        # Texts sorted by length, in batches of at most self._batch whose longest is at most
+        # twice the shortest plus 16 tokens: every row is padded to the longest, so a long text
+        # in a batch of short ones would multiply their cost.
+        chunks: list[list[int]] = []
+        first = 0
+        for i, (n, index) in enumerate(zip(lengths, order, strict=True)):
+            if not chunks or len(chunks[-1]) >= self._batch or n > 2 * lengths[first] + 16:
+                chunks.append([])
+                first = i
+            chunks[-1].append(index)
+        return chunks
 
     def _forward(self, ids: npt.NDArray[np.int64], mask: Vectors) -> Vectors:
         w, cfg = self._w, self._cfg
@@ -303,6 +316,90 @@ class CachedEmbedder:
         return out
 
 
+@dataclass(slots=True)
+class _Request:
+    """One caller's texts, waiting for a shared forward pass."""
+
+    texts: list[str]
+    vectors: Vectors | None = None
+    error: BaseException | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.vectors is not None or self.error is not None
+
+
+class CoalescingEmbedder:
+    """An embedder whose concurrent callers in one process share forward passes.
+
+    A pass costs a fixed part, whatever the batch, plus a part per text: for all-MiniLM-L6-v2
+    on a short message here, one text takes 6.9 ms of CPU, four take 13 (3.3 each). So while a
+    pass runs, callers queue their texts, and when it ends one of them runs a single pass for
+    everything queued (up to ``max_texts``). A lone caller runs at once, never waiting on a
+    timer; the busier the process, the larger the batches and the cheaper each text. One pass
+    runs at a time, which also serialises providers that are not thread-safe. A failed pass
+    raises its error in every caller it carried.
+    """
+
+    def __init__(self, inner: Embedder, *, max_texts: int = 64) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self._max_texts = max_texts
+        self._cond = threading.Condition()
+        self._queue: list[_Request] = []
+        self._busy = False
+
+    def embed(self, texts: list[str]) -> Vectors:
+        """One L2-normalised row per text, computed in a pass shared with concurrent callers."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        request = _Request(list(texts))
+        with self._cond:
+            self._queue.append(request)
+        while True:
+            with self._cond:
+                while self._busy and not request.done:
+                    self._cond.wait()
+                if request.done:
+                    break
+                self._busy = True
+                batch = self._take()
+            try:
+                self._run(batch)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+        if request.error is not None:
+            raise request.error
+        assert request.vectors is not None
+        return request.vectors
+
+    def _take(self) -> list[_Request]:
+        # Whole requests, oldest first, at least one; the caller holds the condition's lock.
+        taken, count = 0, 0
+        while taken < len(self._queue) and (
+            taken == 0 or count + len(self._queue[taken].texts) <= self._max_texts
+        ):
+            count += len(self._queue[taken].texts)
+            taken += 1
+        batch, self._queue = self._queue[:taken], self._queue[taken:]
+        return batch
+
+    def _run(self, batch: list[_Request]) -> None:
+        unique = list(dict.fromkeys(text for request in batch for text in request.texts))
+        try:
+            vectors = self.inner.embed(unique)
+        except BaseException as exc:  # every caller in the pass sees its failure
+            for request in batch:
+                request.error = exc
+            return
+        row = {text: i for i, text in enumerate(unique)}
+        for request in batch:
+            request.vectors = vectors[[row[text] for text in request.texts]]
+
+
 class _Fastembed:
     def __init__(self, model: str) -> None:
         from fastembed import TextEmbedding  # type: ignore[import-not-found,unused-ignore]
@@ -357,7 +454,7 @@ def build_embedder(spec: str) -> Embedder | None:
     with _CACHE_LOCK:
         if spec not in _CACHE:
             built = _build(spec)
-            _CACHE[spec] = CachedEmbedder(built) if built is not None else None
+            _CACHE[spec] = CachedEmbedder(CoalescingEmbedder(built)) if built is not None else None
         return _CACHE[spec]
 
 

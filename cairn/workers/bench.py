@@ -12,6 +12,12 @@ senders that outrun the workers build a backlog, and latency becomes time spent 
 grows with the length of the run. So latency is measured in a second run whose senders offer
 a fixed rate (``--rate``, an open loop, as people write), below which the figures are the
 path's own cost. Order, losses and duplicates are checked in both runs.
+
+Like the LLM, the embedding model is left out by default: message texts repeat ("hello 3" in
+every thread), so a turn's embedding comes from the cache. ``--unique`` makes every text unique,
+as people's are, so each turn also runs the local embedding model (all-MiniLM-L6-v2 in numpy:
+about 5-7 ms of CPU per short message here). On the embedded store only the process that holds
+the vector folder embeds; the others recall lexically (a Qdrant server serves all of them).
 """
 
 from __future__ import annotations
@@ -95,6 +101,7 @@ def run_mode(
     database_url: str | None = None,
     senders: int = 1,
     rate: float = 0.0,
+    unique: bool = False,
     timeout: float = 600.0,
 ) -> PipelineFigures:
     """Send ``threads`` x ``messages`` messages from ``senders`` concurrent senders as fast as
@@ -131,9 +138,9 @@ def run_mode(
             _wait_ready(settings, procs, logs)
         deadline = time.monotonic() + timeout
         load = (threads, messages, senders)
-        runs = [_run(pipeline, "flood", *load, rate=0.0, deadline=deadline)]
+        runs = [_run(pipeline, "flood", *load, rate=0.0, unique=unique, deadline=deadline)]
         if rate:
-            runs.append(_run(pipeline, "paced", *load, rate=rate, deadline=deadline))
+            runs.append(_run(pipeline, "paced", *load, rate=rate, unique=unique, deadline=deadline))
         return PipelineFigures(
             messages=threads * messages,
             messages_per_s=runs[0].messages_per_s,
@@ -163,6 +170,7 @@ def _run(
     senders: int,
     *,
     rate: float,
+    unique: bool,
     deadline: float,
 ) -> _Run:
     """One run, in a tenant (and so in sessions) of its own."""
@@ -171,7 +179,13 @@ def _run(
     with ThreadPoolExecutor(max_workers=senders, thread_name_prefix="bench-sender") as pool:
         sent = [
             pool.submit(
-                _send, pipeline, tenant, range(k, threads, senders), messages, rate / senders
+                _send,
+                pipeline,
+                tenant,
+                range(k, threads, senders),
+                messages,
+                rate / senders,
+                unique,
             )
             for k in range(senders)
         ]
@@ -182,7 +196,9 @@ def _run(
     return _figures(pipeline, tenant)
 
 
-def _send(pipeline: Pipeline, tenant: str, threads: range, messages: int, rate: float) -> None:
+def _send(
+    pipeline: Pipeline, tenant: str, threads: range, messages: int, rate: float, unique: bool
+) -> None:
     # Paced (rate > 0): message n leaves at start + n / rate, late ones at once (an open
     # loop, like people writing, so latency is measured below saturation, not queueing).
     start = time.monotonic()
@@ -199,10 +215,18 @@ def _send(pipeline: Pipeline, tenant: str, threads: range, messages: int, rate: 
                     channel="bench",
                     thread=f"t{t}",
                     user="bench",
-                    text=f"hello {m}",
+                    text=_text(tenant, t, m) if unique else f"hello {m}",
                     event_id=uuid.uuid4().hex,
                 )
             )
+
+
+def _text(tenant: str, thread: int, message: int) -> str:
+    # A chat-sized statement, unique across runs and threads. Not a question: the offline model
+    # would answer one with a recall tool call, a second embedding and a second model round.
+    return (
+        f"{tenant} {thread}.{message}: the nightly deploy of service {thread} is done, canary fine"
+    )
 
 
 def _pending(pipeline: Pipeline) -> int:
@@ -258,7 +282,13 @@ def _figures(pipeline: Pipeline, tenant: str) -> _Run:
 
 
 def bench_pipeline(
-    threads: int, messages: int, workers: int, redis_url: str, senders: int = 1, rate: float = 200.0
+    threads: int,
+    messages: int,
+    workers: int,
+    redis_url: str,
+    senders: int = 1,
+    rate: float = 200.0,
+    unique: bool = False,
 ) -> dict[str, Any]:
     """Both modes, side by side, each on a fresh CAIRN_HOME (SQLite) and a flushed Redis DB."""
     client = redis.Redis.from_url(redis_url)
@@ -277,6 +307,7 @@ def bench_pipeline(
                 home=Path(home),
                 senders=senders,
                 rate=rate,
+                unique=unique,
             )
             results[mode] = asdict(figures)
     client.flushdb()
@@ -321,6 +352,12 @@ def bench_pipeline(
     "is then read in the flood, where it is mostly time spent queued).",
 )
 @click.option(
+    "--unique",
+    is_flag=True,
+    help="Make every message text unique, so each turn also runs the embedding model (by default "
+    "texts repeat and embeddings come from the cache, leaving the model out like the LLM).",
+)
+@click.option(
     "--redis-url",
     default="redis://127.0.0.1:6379/14",
     show_default=True,
@@ -333,6 +370,7 @@ def pipeline_command(
     workers: int,
     senders: int,
     rate: float,
+    unique: bool,
     redis_url: str,
     as_json: bool,
 ) -> None:
@@ -343,12 +381,16 @@ def pipeline_command(
     throughput (messages/s), then at --rate messages/s, for latency p50/p95/p99 from event
     to reply (the offline model answers at once, so this is Cairn's overhead; in a flood it
     would be time spent queued). Per-thread order violations, lost and duplicated replies
-    are counted in both runs. Example:
+    are counted in both runs. Texts repeat, so embeddings come from the cache (--unique runs
+    the embedding model on every message). Example:
       cairn bench pipeline --threads 50 --messages 4 --json
       cairn bench pipeline --rate 100    # latency at 100 msg/s offered
+      cairn bench pipeline --unique      # with the embedding model on every message
     """
     try:
-        results = bench_pipeline(threads, messages, workers, redis_url, senders=senders, rate=rate)
+        results = bench_pipeline(
+            threads, messages, workers, redis_url, senders=senders, rate=rate, unique=unique
+        )
     except CairnError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
+from sqlmodel import Session, create_engine, select
 
+from cairn.db.models import EventKind, SessionEvent
+from cairn.workers.bench import run_mode
 from tests.e2e.test_faults import CAIRN
 
 
@@ -51,3 +55,33 @@ def test_the_pipeline_bench_reports_both_modes_with_nothing_lost(redis_url: str)
         assert 0 < figures["sustained_per_s"] <= 24
         assert figures["messages_per_s"] > 0
         assert set(figures["latency_ms"]) == {"p50", "p95", "p99"}
+
+
+@pytest.mark.parametrize("unique", [False, True])
+def test_texts_repeat_unless_unique_asks_for_the_embedding_model(
+    tmp_path: Path, unique: bool
+) -> None:
+    # In-process (no broker): 3 threads x 2 messages, flooded then paced.
+    figures = run_mode(
+        threads=3,
+        messages=2,
+        workers=1,
+        broker_url=None,
+        home=tmp_path,
+        rate=50,
+        unique=unique,
+    )
+    assert figures.lost == 0
+    assert figures.duplicated == 0
+    engine = create_engine(f"sqlite:///{tmp_path / 'cairn.db'}")
+    with Session(engine) as s:
+        texts = s.exec(
+            select(SessionEvent.text).where(SessionEvent.kind == EventKind.MESSAGE)
+        ).all()
+    engine.dispose()
+    assert len(texts) == 12  # two runs
+    if unique:
+        assert len(set(texts)) == 12
+        assert all("deploy" in text and not text.endswith("?") for text in texts)
+    else:
+        assert sorted(set(texts)) == ["hello 0", "hello 1"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +13,7 @@ from cairn.errors import ConfigError
 from cairn.memory.embed import (
     DEFAULT_HUB_MODEL,
     CachedEmbedder,
+    CoalescingEmbedder,
     MiniLM,
     _build,
     build_embedder,
@@ -159,6 +162,123 @@ def test_a_text_is_embedded_once_while_it_stays_in_the_cache() -> None:
 def test_the_packaged_model_gives_the_same_vectors_through_its_cache() -> None:
     embedder = build_embedder("packaged")
     assert isinstance(embedder, CachedEmbedder)
+    assert isinstance(embedder.inner, CoalescingEmbedder)
     texts = ["restart the ingest workers", "who owns the billing service?"]
     assert np.allclose(embedder.embed(texts), embedder.inner.embed(texts), atol=1e-6)
     assert np.allclose(embedder.embed(texts[::-1]), embedder.embed(texts)[::-1], atol=1e-6)
+
+
+class _Gated(_Counting):
+    """A counting embedder whose first pass waits until the test lets it finish."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.fail = fail
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not self.asked:
+            self.entered.set()
+            assert self.release.wait(10)
+        rows = super().embed(texts)
+        if self.fail and len(self.asked) == 2:
+            raise RuntimeError("model crashed")
+        return rows
+
+
+def _call(
+    embedder: CoalescingEmbedder, texts: list[str], out: dict[str, object]
+) -> threading.Thread:
+    def run() -> None:
+        try:
+            out[texts[0]] = embedder.embed(texts)
+        except Exception as exc:
+            out[texts[0]] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _wait_queued(embedder: CoalescingEmbedder, n: int) -> None:
+    deadline = time.monotonic() + 10
+    while len(embedder._queue) < n:
+        assert time.monotonic() < deadline, "callers did not queue"
+        time.sleep(0.005)
+
+
+def test_callers_that_arrive_during_a_pass_share_the_next_one() -> None:
+    inner = _Gated()
+    embedder = CoalescingEmbedder(inner)
+    out: dict[str, object] = {}
+    first = _call(embedder, ["alpha"], out)
+    assert inner.entered.wait(10)
+    waiting = [_call(embedder, ["beta", "alpha"], out), _call(embedder, ["gamma"], out)]
+    _wait_queued(embedder, 2)
+    inner.release.set()
+    for thread in (first, *waiting):
+        thread.join(10)
+    # One pass for the first caller, one for both that queued meanwhile, "alpha" embedded
+    # once in it although two callers asked.
+    assert inner.asked[0] == ["alpha"]
+    assert sorted(inner.asked[1]) == ["alpha", "beta", "gamma"]
+    assert len(inner.asked) == 2
+    reference = _Counting()
+    for texts in (["alpha"], ["beta", "alpha"], ["gamma"]):
+        assert np.array_equal(out[texts[0]], reference.embed(texts))
+    assert embedder.embed([]).shape == (0, 3)
+
+
+def test_a_failed_pass_fails_every_caller_it_carried_and_the_next_pass_works() -> None:
+    inner = _Gated(fail=True)
+    embedder = CoalescingEmbedder(inner)
+    out: dict[str, object] = {}
+    first = _call(embedder, ["alpha"], out)
+    assert inner.entered.wait(10)
+    waiting = [_call(embedder, ["beta"], out), _call(embedder, ["gamma"], out)]
+    _wait_queued(embedder, 2)
+    inner.release.set()
+    for thread in (first, *waiting):
+        thread.join(10)
+    assert isinstance(out["alpha"], np.ndarray)
+    assert isinstance(out["beta"], RuntimeError)
+    assert isinstance(out["gamma"], RuntimeError)
+    assert str(out["beta"]) == "model crashed"
+    assert embedder.embed(["delta"]).shape == (1, 3)  # not left busy by the failure
+
+
+def test_a_pass_takes_whole_callers_up_to_max_texts() -> None:
+    inner = _Gated()
+    embedder = CoalescingEmbedder(inner, max_texts=3)
+    out: dict[str, object] = {}
+    first = _call(embedder, ["a0"], out)
+    assert inner.entered.wait(10)
+    waiting = [_call(embedder, ["b0", "b1"], out)]
+    _wait_queued(embedder, 1)
+    waiting.append(_call(embedder, ["c0", "c1"], out))
+    _wait_queued(embedder, 2)
+    waiting.append(_call(embedder, ["d0" * 3, "d1", "d2", "d3"], out))  # more than max alone
+    _wait_queued(embedder, 3)
+    inner.release.set()
+    for thread in (first, *waiting):
+        thread.join(10)
+    assert inner.asked == [["a0"], ["b0", "b1"], ["c0", "c1"], ["d0d0d0", "d1", "d2", "d3"]]
+    assert out["d0d0d0"].shape == (4, 3)  # type: ignore[attr-defined]
+
+
+def test_minilm_batches_texts_of_different_lengths_without_changing_their_vectors() -> None:
+    folder = packaged_model_path()
+    assert folder is not None
+    model = MiniLM(folder, batch=4)
+    texts = ["ok", "deploys are frozen", "the billing service " * 30, "hi there", "why?"]
+    together = model.embed(texts)
+    alone = np.vstack([model.embed([t]) for t in texts])
+    assert np.allclose(together, alone, atol=1e-5)
+    # Sorted by length; a new batch at the batch size or when a text is over twice the
+    # shortest in its batch plus 16 tokens.
+    assert model._chunks([2, 3, 5, 8, 9, 40, 41], list("abcdefg")) == [
+        ["a", "b", "c", "d"],
+        ["e"],
+        ["f", "g"],
+    ]
