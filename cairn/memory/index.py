@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import logging
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -348,6 +350,7 @@ class QdrantIndex(_Searches):
 
 
 _EDGE_SHARDS: dict[Path, Any] = {}
+_EDGE_CLAIMS: dict[Path, int] = {}  # shard folder -> descriptor of its lock file, held
 
 # Seconds before opening a shard is tried again after it failed (held by another process).
 _EDGE_RETRY_AFTER = 30.0
@@ -361,6 +364,43 @@ def _close_edge_shards() -> None:
                 shard.flush()
                 shard.close()
         _EDGE_SHARDS.clear()
+        for path in list(_EDGE_CLAIMS):
+            _release(path)
+
+
+def _claim(path: Path) -> None:
+    """Take the shard folder ``path`` for this process, or raise naming the process that has it.
+
+    qdrant-edge locks a shard's WAL only once the shard is open. Two processes that start
+    together (two ``cairn worker`` on the embedded folder) both found no shard and both created
+    one: the loser's attempt broke the winner's files ("Gridstore IO error: No such file"), and
+    neither had an index for the next 30 s. An exclusive lock on a file beside the folder, taken
+    before the shard is touched, lets exactly one in and leaves its files alone. The OS drops the
+    lock when the process ends, SIGKILL included. The caller holds _LOCAL_LOCK.
+    """
+    if path in _EDGE_CLAIMS:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        os.close(fd)
+        raise RuntimeError(
+            f"held by another process{f' (pid {holder})' if holder.isdigit() else ''}; "
+            "one process at a time can use the embedded index, the others recall lexically "
+            "(set CAIRN_QDRANT_URL to share a Qdrant server)"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    _EDGE_CLAIMS[path] = fd
+
+
+def _release(path: Path) -> None:
+    fd = _EDGE_CLAIMS.pop(path, None)
+    if fd is not None:
+        os.close(fd)  # closing the descriptor drops the lock
 
 
 def index_for(settings: Settings, dense_dim: int | None) -> VectorIndex:
@@ -412,10 +452,15 @@ class EdgeIndex(_Searches):
             with _LOCAL_LOCK:
                 shard = _EDGE_SHARDS.get(self._path)
                 if shard is None:
-                    if (self._path / "edge_config.json").exists():
-                        shard = qe.EdgeShard.load(str(self._path), self._config(qe))
-                    else:
-                        shard = self._create(qe)
+                    _claim(self._path)
+                    try:
+                        if (self._path / "edge_config.json").exists():
+                            shard = qe.EdgeShard.load(str(self._path), self._config(qe))
+                        else:
+                            shard = self._create(qe)
+                    except Exception:
+                        _release(self._path)
+                        raise
                     _EDGE_SHARDS[self._path] = shard
         except Exception as exc:
             message = f"Qdrant edge shard at {self.where} is unavailable: {exc}"

@@ -165,3 +165,57 @@ def test_an_edge_shard_searches_on_one_thread_including_one_made_before(tmp_path
         assert [mid for mid, _ in index.search("deploys", "acme", "cairn", 5)] == [1]
         saved = json.loads((Path(index.where) / "edge_config.json").read_text())
         assert saved["max_search_threads"] == 1
+
+
+_OPENER = """
+import os, sys
+from pathlib import Path
+from cairn.memory.index import EdgeIndex, IndexedMemory, IndexUnavailable
+index = EdgeIndex(Path(sys.argv[1]), dense_dim=4)
+sys.stdin.readline()  # go
+try:
+    index.upsert([IndexedMemory(os.getpid(), "deploys freeze on fridays", "acme", "cairn",
+                                "team", [1.0, 0, 0, 0])])
+    print("ok", os.getpid(), index.count(), flush=True)
+except IndexUnavailable as exc:
+    print("held", exc, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_processes_that_open_a_new_edge_folder_together_leave_one_working_shard(
+    tmp_path: Path,
+) -> None:
+    # Two `cairn worker` processes started together on the embedded folder both used to create
+    # the shard: the loser broke the winner's files and neither had an index. Now exactly one
+    # gets it, the other is told who holds it, and the shard outlives its holder intact.
+    for round_ in range(4):
+        folder = tmp_path / str(round_)
+        openers = [
+            subprocess.Popen(
+                [sys.executable, "-c", _OPENER, str(folder)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        try:
+            for opener in openers:
+                assert opener.stdin is not None
+                opener.stdin.write("go\n")
+                opener.stdin.flush()
+            said = sorted(opener.stdout.readline().split() for opener in openers if opener.stdout)
+        finally:
+            for opener in openers:
+                assert opener.stdin is not None
+                opener.stdin.close()
+                opener.wait(30)
+        assert [words[0] for words in said] == ["held", "ok"], said
+        winner = int(said[1][1])
+        assert said[1][2] == "1"
+        assert "held by another process (pid " in " ".join(said[0])
+        assert f"(pid {winner})" in " ".join(said[0])
+        # The holder has exited: the next process opens the same shard, its point intact.
+        index = EdgeIndex(folder, dense_dim=4)
+        assert [mid for mid, _ in index.search("deploys", "acme", "cairn", 5)] == [winner]
