@@ -118,7 +118,7 @@ def _vectors(settings: Settings) -> Check:
     from cairn.memory.index import IndexUnavailable, index_for
 
     try:
-        embedder = build_embedder(settings.embeddings)
+        embedder = build_embedder(settings.embeddings, settings.embedding_engine)
     except ConfigError as exc:
         return Check("vectors", "fail", str(exc), "install the model or fix CAIRN_EMBEDDINGS")
     model = f"embeddings {embedder.name}" if embedder else "no embedding model: lexical search"

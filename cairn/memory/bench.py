@@ -260,7 +260,7 @@ def bench_recall(data: Path | None, ks: str, as_json: bool) -> None:
         folder = data or default_locomo()
         if not folder.is_dir():
             raise InvalidInput(f"no LoCoMo data at {folder}; pass --data DIR")
-        embedder = build_embedder(settings.embeddings)
+        embedder = build_embedder(settings.embeddings, settings.embedding_engine)
         report = run_recall(
             folder,
             cutoffs,
@@ -383,7 +383,7 @@ def bench_scale(memories: str, queries: int, as_json: bool) -> None:
     with _errors():
         settings = _settings()
         sizes = _parse_ks(memories)
-        embedder = build_embedder(settings.embeddings)
+        embedder = build_embedder(settings.embeddings, settings.embedding_engine)
         result = {"sizes": {str(n): run_scale(n, embedder, queries=queries) for n in sizes}}
         if as_json:
             click.echo(json.dumps(result))

@@ -201,7 +201,7 @@ class MemoryStore:
         from cairn.memory.embed import build_embedder
         from cairn.memory.index import index_for
 
-        embedder = build_embedder(settings.embeddings)
+        embedder = build_embedder(settings.embeddings, settings.embedding_engine)
         dim = embedder.dim if embedder is not None else None
         vectors = index_for(settings, dim) if index else None
         return cls(

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cairn.config import load_settings
 from cairn.errors import ConfigError
 from cairn.memory.embed import (
     DEFAULT_HUB_MODEL,
@@ -20,6 +21,7 @@ from cairn.memory.embed import (
     hub_model_path,
     packaged_model_path,
 )
+from cairn.memory.onnx_bert import quantised_columns
 from tests.support.model_hub import ModelHub
 
 
@@ -61,8 +63,11 @@ def test_numpy_minilm_matches_sentence_transformers() -> None:
     reference = sentence_transformers.SentenceTransformer(str(folder), device="cpu").encode(
         texts, normalize_embeddings=True
     )
-    ours = MiniLM(folder).embed(texts)
+    ours = MiniLM(folder, engine="numpy").embed(texts)
     assert np.abs(reference - ours).max() < 1e-3
+    # The int8 engine stays close to the reference too.
+    fast = MiniLM(folder, engine="onnx").embed(texts)
+    assert (reference * fast).sum(axis=1).min() >= 0.98
 
 
 def _fresh_embedder_env(monkeypatch: pytest.MonkeyPatch, cache: Path, endpoint: str) -> None:
@@ -270,7 +275,7 @@ def test_a_pass_takes_whole_callers_up_to_max_texts() -> None:
 def test_minilm_batches_texts_of_different_lengths_without_changing_their_vectors() -> None:
     folder = packaged_model_path()
     assert folder is not None
-    model = MiniLM(folder, batch=4)
+    model = MiniLM(folder, batch=4, engine="numpy")
     texts = ["ok", "deploys are frozen", "the billing service " * 30, "hi there", "why?"]
     together = model.embed(texts)
     alone = np.vstack([model.embed([t]) for t in texts])
@@ -282,3 +287,75 @@ def test_minilm_batches_texts_of_different_lengths_without_changing_their_vector
         ["e"],
         ["f", "g"],
     ]
+
+
+_TEXTS = [
+    "Deploys are frozen until Monday",
+    "hi",
+    "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+    "Melanie: I painted a lake sunrise last year, it's special to me.",
+    "who owns the billing service?",
+    "the nightly backup of the orders database failed twice this week",
+    "postgres snapshots are taken every night",
+    "I like cats",
+    "restart the ingest workers after the migration " * 40,  # truncated at 256 tokens
+]
+
+
+def test_the_onnx_engine_is_the_default_and_agrees_with_float32_numpy() -> None:
+    folder = packaged_model_path()
+    assert folder is not None
+    fast, exact = MiniLM(folder), MiniLM(folder, engine="numpy")
+    assert fast.engine == "onnx-int8"
+    assert exact.engine == "numpy"
+    embedder = build_embedder("packaged")
+    assert embedder is not None
+    assert embedder.name.endswith("(onnx int8)")
+    a, b = fast.embed(_TEXTS), exact.embed(_TEXTS)
+    assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    cosine = (a * b).sum(axis=1)
+    assert cosine.min() >= 0.98
+    assert cosine.mean() >= 0.99
+    # Each text's nearest other text is the same in both engines.
+    others = 2 * np.eye(len(_TEXTS))
+    assert list(np.argmax(a @ a.T - others, axis=1)) == list(np.argmax(b @ b.T - others, axis=1))
+
+
+def test_an_onnx_vector_does_not_depend_on_the_texts_embedded_with_it() -> None:
+    folder = packaged_model_path()
+    assert folder is not None
+    model = MiniLM(folder, engine="onnx")
+    alone = np.vstack([model.embed([text]) for text in _TEXTS])
+    assert np.allclose(model.embed(_TEXTS), alone, atol=1e-6)
+
+
+def test_engines_are_checked_and_auto_falls_back_to_numpy_without_onnxruntime(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    folder = packaged_model_path()
+    assert folder is not None
+    with pytest.raises(ConfigError, match="unknown embedding engine 'gpu'"):
+        MiniLM(folder, engine="gpu")
+    monkeypatch.setenv("CAIRN_EMBEDDING_ENGINE", "gpu")
+    with pytest.raises(ConfigError, match="CAIRN_EMBEDDING_ENGINE"):
+        load_settings()
+    monkeypatch.setitem(__import__("sys").modules, "onnxruntime", None)  # not installed
+    with pytest.raises(ConfigError, match="onnxruntime"):
+        MiniLM(folder, engine="onnx")
+    fallback = MiniLM(folder)
+    assert fallback.engine == "numpy"
+    assert fallback.embed(["hi"]).shape == (1, 384)
+
+
+def test_weights_are_quantised_per_column_within_half_a_step() -> None:
+    rng = np.random.default_rng(7)
+    weight = rng.normal(0, 0.05, (64, 8)).astype(np.float32)
+    weight[:, 3] *= 40  # a column of much larger weights keeps its own scale
+    weight[:, 5] = 0.0
+    q, scale = quantised_columns(weight)
+    assert q.dtype == np.int8
+    assert scale.shape == (8,)
+    assert np.abs(q).max() <= 127
+    assert np.all(np.abs(q * scale - weight) <= scale / 2 + 1e-7)
+    assert scale[5] == 1.0
+    assert not q[:, 5].any()
