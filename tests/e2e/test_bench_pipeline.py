@@ -31,6 +31,7 @@ def test_the_pipeline_bench_reports_both_modes_with_nothing_lost(redis_url: str)
             "2",
             "--rate",
             "20",
+            "--unique",
             "--redis-url",
             redis_url,
             "--json",
