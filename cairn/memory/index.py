@@ -352,8 +352,9 @@ class QdrantIndex(_Searches):
 _EDGE_SHARDS: dict[Path, Any] = {}
 _EDGE_CLAIMS: dict[Path, int] = {}  # shard folder -> descriptor of its lock file, held
 
-# Seconds before opening a shard is tried again after it failed (held by another process).
-_EDGE_RETRY_AFTER = 30.0
+# Seconds before opening a shard is tried again after it failed (held by another process):
+# when the holder exits, or is killed, another process takes the index over within this.
+_EDGE_RETRY_AFTER = 5.0
 
 
 @atexit.register
@@ -443,8 +444,8 @@ class EdgeIndex(_Searches):
         if self._shard is not None:
             return self._shard
         if self._failure is not None and time.monotonic() - self._failure[0] < _EDGE_RETRY_AFTER:
-            # Opening a shard another process holds fails only after a while, with the GIL
-            # held: do not pay that on every query; recall stays lexical meanwhile.
+            # Not on every query: the holder rarely goes that soon, and a shard that fails to
+            # load (damaged) can take a while to say so; recall stays lexical meanwhile.
             raise IndexUnavailable(self._failure[1])
         try:
             import qdrant_edge as qe

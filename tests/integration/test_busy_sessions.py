@@ -107,7 +107,7 @@ def test_the_broker_transport_acknowledges_through_one_reused_client(redis_url: 
 
 
 def test_an_edge_index_held_by_another_process_is_not_reopened_on_every_query(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     holder = subprocess.Popen(
         [
@@ -144,6 +144,10 @@ def test_an_edge_index_held_by_another_process_is_not_reopened_on_every_query(
         assert holder.stdin is not None
         holder.stdin.close()
         holder.wait(30)
+    # The holder has gone: after the retry pause this process takes the index over.
+    monkeypatch.setattr("cairn.memory.index._EDGE_RETRY_AFTER", 0.2)
+    time.sleep(0.3)
+    assert index.count() == 0
 
 
 def test_an_edge_shard_searches_on_one_thread_including_one_made_before(tmp_path: Path) -> None:
