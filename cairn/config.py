@@ -245,7 +245,7 @@ class Settings(BaseSettings):
     # Long-term memory (cairn/memory): embeddings, ranking weights, tiers, working memory.
     # auto | none | packaged | path:/folder | fastembed:MODEL | sentence-transformers:MODEL
     embeddings: str = Field(default="auto", min_length=1, validation_alias=_env("CAIRN_EMBEDDINGS"))
-    # How the local model runs: onnx (int8, ~4x less CPU), numpy (float32), auto (onnx if it loads).
+    # How the local model runs: onnx (int8, ~7x less CPU), numpy (float32), auto (onnx if it loads).
     embedding_engine: Literal["auto", "onnx", "numpy"] = Field(
         default="auto", validation_alias=_env("CAIRN_EMBEDDING_ENGINE")
     )

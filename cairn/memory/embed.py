@@ -156,7 +156,7 @@ class MiniLM:
 
     The folder is a sentence-transformers checkpoint: ``config.json``, ``model.safetensors`` and
     ``tokenizer.json``. ``engine`` ``onnx`` runs the layers in ONNX Runtime with int8 weights
-    (:mod:`cairn.memory.onnx_bert`, about 4x less CPU), ``numpy`` in float32 numpy, ``auto``
+    (:mod:`cairn.memory.onnx_bert`, about 7x less CPU), ``numpy`` in float32 numpy, ``auto``
     the first that loads. Raises ConfigError when a file is missing or unreadable, or when the
     engine asked for cannot load.
     """
@@ -206,7 +206,7 @@ class MiniLM:
         except ImportError as exc:
             if engine == "onnx":
                 raise ConfigError(f"the onnx engine needs onnx and onnxruntime: {exc}") from exc
-            log.info("onnxruntime is not installed; embeddings run in numpy (about 4x the CPU)")
+            log.info("onnxruntime is not installed; embeddings run in numpy (about 7x the CPU)")
             return None
 
     def embed(self, texts: list[str]) -> Vectors:
@@ -258,7 +258,7 @@ class MiniLM:
         return chunks
 
     def _forward(self, ids: npt.NDArray[np.int64], mask: Vectors) -> Vectors:
-        x = self._onnx.forward(ids, mask) if self._onnx is not None else self._layers(ids, mask)
+        x = self._onnx.forward(ids) if self._onnx is not None else self._layers(ids, mask)
         pooled = (x * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         result: Vectors = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
