@@ -386,16 +386,42 @@ def _claim(path: Path) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        holder = _holder(fd)
         os.close(fd)
         raise RuntimeError(
-            f"held by another process{f' (pid {holder})' if holder.isdigit() else ''}; "
+            f"held by another process{f' (pid {holder})' if holder else ''}; "
             "one process at a time can use the embedded index, the others recall lexically "
             "(set CAIRN_QDRANT_URL to share a Qdrant server)"
         ) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, str(os.getpid()).encode(), 0)
     _EDGE_CLAIMS[path] = fd
+
+
+def _holder(fd: int) -> int | None:
+    """The live process named in the lock file ``fd``, or None if none is named within 0.5 s.
+
+    The holder writes its pid just after it takes the lock, so a process that loses the race
+    by microseconds can read an empty file, or the pid of a holder that has since exited.
+    """
+    deadline = time.monotonic() + 0.5
+    while True:
+        text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        if text.isdigit() and _alive(int(text)):
+            return int(text)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True
 
 
 def _release(path: Path) -> None:

@@ -223,3 +223,48 @@ def test_processes_that_open_a_new_edge_folder_together_leave_one_working_shard(
         # The holder has exited: the next process opens the same shard, its point intact.
         index = EdgeIndex(folder, dense_dim=4)
         assert [mid for mid, _ in index.search("deploys", "acme", "cairn", 5)] == [winner]
+
+
+def test_a_process_that_loses_the_race_by_microseconds_still_names_the_holder(
+    tmp_path: Path,
+) -> None:
+    # The holder writes its pid just after it takes the lock; a loser that reads the lock file
+    # in between found it empty (or naming an exited holder) and said "held by another
+    # process" without saying which. It waits a moment for a live pid instead.
+    import fcntl
+    import os
+
+    index = EdgeIndex(tmp_path, dense_dim=4)
+    lock = Path(index.where + ".lock")
+    lock.write_text("999999999")  # a holder that has exited, left by a kill -9
+    fd = os.open(lock, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another open file: flock is per file
+
+    def claim_late() -> None:
+        time.sleep(0.1)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+
+    writer = threading.Thread(target=claim_late)
+    writer.start()
+    try:
+        with pytest.raises(
+            IndexUnavailable, match=rf"held by another process \(pid {os.getpid()}\)"
+        ):
+            index.count()
+    finally:
+        writer.join()
+        os.close(fd)
+    # Nobody named at all: the message says so without a pid, after half a second, not forever.
+    os.truncate(lock, 0)
+    fd = os.open(lock, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        other = EdgeIndex(tmp_path, dense_dim=4)
+        started = time.monotonic()
+        with pytest.raises(IndexUnavailable, match=r"held by another process; ") as raised:
+            other.count()
+        assert "(pid" not in str(raised.value)
+        assert time.monotonic() - started < 5
+    finally:
+        os.close(fd)
