@@ -330,7 +330,7 @@ def test_429_with_retry_after_is_retried_then_succeeds(server: MessagesServer) -
     gaps = [later.received_at - earlier.received_at for earlier, later in itertools.pairwise(sent)]
     assert all(gap >= 0.09 for gap in gaps), gaps
     # The SDK's own backoff would have waited at least 0.375 + 0.75 + 1.5 seconds.
-    assert elapsed < 1.5, gaps
+    assert elapsed < 2.4, gaps
 
 
 def test_529_overloaded_is_retried_with_the_sdk_backoff(server: MessagesServer) -> None:

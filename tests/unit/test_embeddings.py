@@ -316,9 +316,15 @@ def test_the_onnx_engine_is_the_default_and_agrees_with_float32_numpy() -> None:
     cosine = (a * b).sum(axis=1)
     assert cosine.min() >= 0.98
     assert cosine.mean() >= 0.99
-    # Each text's nearest other text is the same in both engines.
+    # Each text's nearest other text is the same in both engines, where float32 says clearly
+    # which it is: "hi" is about as near "I like cats" (0.156) as the LGBTQ line (0.146), and a
+    # 1% rounding may swap such a tie.
     others = 2 * np.eye(len(_TEXTS))
-    assert list(np.argmax(a @ a.T - others, axis=1)) == list(np.argmax(b @ b.T - others, axis=1))
+    near_a, near_b = a @ a.T - others, b @ b.T - others
+    second, first = np.sort(near_b, axis=1)[:, -2:].T
+    clear = first - second >= 0.03
+    assert clear.sum() >= 6
+    assert list(near_a.argmax(axis=1)[clear]) == list(near_b.argmax(axis=1)[clear])
 
 
 def test_an_onnx_vector_does_not_depend_on_the_texts_embedded_with_it() -> None:
