@@ -43,22 +43,20 @@ def _next_seq(wake: bool) -> Update:
 @lru_cache(maxsize=1)
 def _any_pending() -> Select[Any]:
     """One pending event of a session, if any (parameter sid)."""
-    events = table(SessionEvent)
-    return (
-        sa_select(events.c.id)
-        .where(events.c.session_id == bindparam("sid"), events.c.status == EventStatus.PENDING)
-        .limit(1)
-    )
+    return _of_pending(sa_select(table(SessionEvent).c.id)).limit(1)
 
 
 @lru_cache(maxsize=1)
 def _pending_events() -> Select[Any]:
     """Every column of a session's pending events, oldest first (parameter sid)."""
     events = table(SessionEvent)
-    return (
-        sa_select(events)
-        .where(events.c.session_id == bindparam("sid"), events.c.status == EventStatus.PENDING)
-        .order_by(events.c.seq)
+    return _of_pending(sa_select(events)).order_by(events.c.seq)
+
+
+def _of_pending(query: Select[Any]) -> Select[Any]:
+    events = table(SessionEvent)
+    return query.where(
+        events.c.session_id == bindparam("sid"), events.c.status == EventStatus.PENDING
     )
 
 
