@@ -180,6 +180,10 @@ def bot_messages(person: Person, room: str, bot: str) -> list[dict[str, Any]]:
     ]
 
 
+def _notice(event: dict[str, Any]) -> bool:
+    return bool(event["content"]["msgtype"] == "m.notice")
+
+
 def in_thread(event: dict[str, Any], root: str) -> bool:
     relation = event["content"].get("m.relates_to") or {}
     return relation.get("rel_type") == "m.thread" and relation.get("event_id") == root
@@ -187,6 +191,18 @@ def in_thread(event: dict[str, Any], root: str) -> bool:
 
 def answers_to(person: Person, room: str, bot: str, root: str) -> list[dict[str, Any]]:
     return [e for e in bot_messages(person, room, bot) if in_thread(e, root)]
+
+
+def wait_for_answer(
+    what: str,
+    person: Person,
+    room: str,
+    bot: str,
+    root: str,
+    where: Callable[[dict[str, Any]], bool] = lambda e: True,
+) -> dict[str, Any]:
+    """The first of the bot's messages in the thread on ``root`` that ``where`` accepts."""
+    return wait_for(what, lambda: [e for e in answers_to(person, room, bot, root) if where(e)])[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -336,14 +352,14 @@ def test_a_mention_gets_one_reply_in_a_thread_on_it_and_a_follow_up_continues_th
     alice.send(room, "just chatting, not for the bot")
     mention = alice.send(room, f"cairn: remember {FACT}", mention=cairn.id)
 
-    notice = wait_for(
+    notice = wait_for_answer(
         "the remembered notice",
-        lambda: [
-            e
-            for e in answers_to(alice, room, cairn.id, mention)
-            if e["content"]["body"] == f"remembered: {FACT}"
-        ],
-    )[0]
+        alice,
+        room,
+        cairn.id,
+        mention,
+        where=lambda e: e["content"]["body"] == f"remembered: {FACT}",
+    )
     answers = answers_to(alice, room, cairn.id, mention)
     assert [e["content"]["msgtype"] for e in answers] == ["m.text", "m.notice"]
     relation = notice["content"]["m.relates_to"]
@@ -352,13 +368,13 @@ def test_a_mention_gets_one_reply_in_a_thread_on_it_and_a_follow_up_continues_th
     assert answers[0]["content"]["m.mentions"] == {"user_ids": [alice.id]}
 
     follow_up = alice.send(room, "what do you know about deploys?", thread=mention)
-    wait_for(
+    wait_for_answer(
         "the answer in the thread",
-        lambda: [
-            e
-            for e in answers_to(alice, room, cairn.id, mention)
-            if FACT in e["content"]["body"] and e["content"]["msgtype"] == "m.text"
-        ],
+        alice,
+        room,
+        cairn.id,
+        mention,
+        where=lambda e: FACT in e["content"]["body"] and e["content"]["msgtype"] == "m.text",
     )
     sessions = cairn.db_rows(AgentSession, AgentSession.channel == room)
     assert [s.thread_ref for s in sessions] == [mention]
@@ -379,19 +395,16 @@ def test_a_memory_from_one_room_is_recalled_in_another_room_of_the_homeserver(
     first = room_with_bot(alice, cairn)
     second = room_with_bot(bob, cairn)
     mention = alice.send(first, f"remember {FACT}", mention=cairn.id)
-    wait_for(
+    wait_for_answer(
         "the remembered notice",
-        lambda: [
-            e
-            for e in answers_to(alice, first, cairn.id, mention)
-            if "remembered" in e["content"]["body"]
-        ],
+        alice,
+        first,
+        cairn.id,
+        mention,
+        where=lambda e: "remembered" in e["content"]["body"],
     )
     question = bob.send(second, "Are deploys frozen?", mention=cairn.id)
-    answer = wait_for(
-        "the answer in the other room",
-        lambda: answers_to(bob, second, cairn.id, question),
-    )[0]
+    answer = wait_for_answer("the answer in the other room", bob, second, cairn.id, question)
     assert FACT in answer["content"]["body"]
     assert {s.tenant_id for s in cairn.db_rows(AgentSession)} == {"matrix:localhost"}
 
@@ -403,14 +416,7 @@ def test_a_reaction_on_the_remembered_notice_confirms_it_and_its_redaction_undoe
     alice = people("alice")
     room = room_with_bot(alice, cairn)
     mention = alice.send(room, f"remember {FACT}", mention=cairn.id)
-    notice = wait_for(
-        "the remembered notice",
-        lambda: [
-            e
-            for e in answers_to(alice, room, cairn.id, mention)
-            if e["content"]["msgtype"] == "m.notice"
-        ],
-    )[0]
+    notice = wait_for_answer("the remembered notice", alice, room, cairn.id, mention, _notice)
 
     def memory() -> MemoryRow:
         (row,) = cairn.db_rows(MemoryRow, MemoryRow.text == FACT)
@@ -437,18 +443,18 @@ def test_after_a_restart_nothing_is_replayed_and_a_message_sent_while_down_is_an
     with cairn_run(tmp_path / "first.log"):
         room = room_with_bot(alice, cairn)
         before = alice.send(room, "what do you know?", mention=cairn.id)
-        wait_for("the first answer", lambda: answers_to(alice, room, cairn.id, before))
+        wait_for_answer("the first answer", alice, room, cairn.id, before)
     state = json.loads(StateFile(settings_home() / "matrix", cairn.id).path.read_text())
 
     while_down = alice.send(room, f"remember {FACT}", mention=cairn.id)
     with cairn_run(tmp_path / "second.log"):
-        wait_for(
+        wait_for_answer(
             "the answer to the message sent while down",
-            lambda: [
-                e
-                for e in answers_to(alice, room, cairn.id, while_down)
-                if e["content"]["msgtype"] == "m.notice"
-            ],
+            alice,
+            room,
+            cairn.id,
+            while_down,
+            where=_notice,
         )
         time.sleep(3)  # time for any replay to show up
     assert len(answers_to(alice, room, cairn.id, before)) == 1
@@ -551,7 +557,7 @@ def test_a_bot_removed_from_a_room_leaves_it_cleanly(
     assert cairn.frontend is not None
     assert cairn.frontend.healthy()
     question = alice.send(kept, "what do you know?", mention=cairn.id)
-    wait_for("an answer in the other room", lambda: answers_to(alice, kept, cairn.id, question))
+    wait_for_answer("an answer in the other room", alice, kept, cairn.id, question)
 
 
 LEFT_ROOMS_FILTER = json.dumps({"room": {"include_leave": True, "timeline": {"limit": 1}}})
@@ -638,7 +644,7 @@ def test_the_bot_reconnects_after_the_homeserver_was_away(
         time.sleep(2)
         outage.restore()
         wait_for("the frontend to be back", frontend.healthy)
-        wait_for("the answer", lambda: answers_to(alice, room, cairn.id, question))
+        wait_for_answer("the answer", alice, room, cairn.id, question)
         time.sleep(1)
         assert len(answers_to(alice, room, cairn.id, question)) == 1
     finally:
@@ -657,7 +663,7 @@ def test_a_mention_buried_under_a_long_outage_is_still_answered(
     for i in range(SYNC_TIMELINE_LIMIT + 20):
         alice.send(room, f"chatter {i}")
     cairn.start()
-    wait_for("the buried mention's answer", lambda: answers_to(alice, room, cairn.id, buried))
+    wait_for_answer("the buried mention's answer", alice, room, cairn.id, buried)
     time.sleep(1)
     assert len(answers_to(alice, room, cairn.id, buried)) == 1
 
@@ -670,14 +676,7 @@ def test_an_old_client_mentions_by_name_and_continues_by_replying_to_the_bot(
     room = room_with_bot(alice, cairn)
     name = cairn.id.partition(":")[0].lstrip("@")  # the display name Synapse gave the bot
     mention = alice.send(room, f"{name}: remember {FACT}", mention=OLD_CLIENT)
-    notice = wait_for(
-        "the remembered notice",
-        lambda: [
-            e
-            for e in answers_to(alice, room, cairn.id, mention)
-            if e["content"]["msgtype"] == "m.notice"
-        ],
-    )[0]
+    notice = wait_for_answer("the remembered notice", alice, room, cairn.id, mention, _notice)
     assert notice["content"]["body"] == f"remembered: {FACT}"  # the name was not remembered
 
     # A client without threads replies to the bot's message, quoting it.
@@ -687,13 +686,13 @@ def test_an_old_client_mentions_by_name_and_continues_by_replying_to_the_bot(
         mention=OLD_CLIENT,
         content={"m.relates_to": {"m.in_reply_to": {"event_id": notice["event_id"]}}},
     )
-    wait_for(
+    wait_for_answer(
         "the answer to the reply, in the same thread",
-        lambda: [
-            e
-            for e in answers_to(alice, room, cairn.id, mention)
-            if e["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == reply
-        ],
+        alice,
+        room,
+        cairn.id,
+        mention,
+        where=lambda e: e["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == reply,
     )
     (session,) = cairn.db_rows(AgentSession, AgentSession.channel == room)
     (asked,) = cairn.db_rows(SessionEvent, SessionEvent.event_ref == reply)
@@ -709,7 +708,7 @@ def test_a_message_over_the_limit_is_answered_with_the_reason(
     alice = people("alice")
     room = room_with_bot(alice, cairn)
     mention = alice.send(room, "please read this log: " + "x" * 300, mention=cairn.id)
-    refusal = wait_for("the refusal", lambda: answers_to(alice, room, cairn.id, mention))[0]
+    refusal = wait_for_answer("the refusal", alice, room, cairn.id, mention)
     assert "CAIRN_MAX_MESSAGE_CHARS" in refusal["content"]["body"]
     assert refusal["content"]["msgtype"] == "m.notice"
     assert cairn.db_rows(SessionEvent) == []
@@ -724,7 +723,7 @@ def test_the_bot_can_log_in_with_an_access_token_instead_of_a_password(
     alice = people("alice")
     room = room_with_bot(alice, cairn)
     question = alice.send(room, "what do you know?", mention=cairn.id)
-    wait_for("the answer", lambda: answers_to(alice, room, cairn.id, question))
+    wait_for_answer("the answer", alice, room, cairn.id, question)
     state = json.loads(StateFile(settings_home() / "matrix", cairn.id).path.read_text())
     assert state["access_token"] == ""  # the token stays in the environment, not on disk
     assert state["device_id"]
