@@ -37,8 +37,7 @@ from kombu.transport import redis as kombu_redis
 
 __all__ = ["Channel", "QueuePublisher", "Transport", "is_redis_url"]
 
-# Publishing retries a connection failure after these pauses (seconds), then gives up: what
-# apply_async's retry policy of the dispatcher did (0.2 s, then 0.5 s more each time).
+# Publishing retries a connection failure after these pauses (seconds), then gives up.
 RETRY_PAUSES = (0.2, 0.7, 1.2)
 
 

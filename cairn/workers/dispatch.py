@@ -7,7 +7,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
 import redis
-from kombu.exceptions import OperationalError
 
 from cairn.errors import QueueError
 from cairn.workers.broker import QueuePublisher, is_redis_url
@@ -69,39 +68,31 @@ def _report(future: Future[int]) -> None:
 
 
 class CeleryDispatcher:
-    """Sends ``process_session`` to Celery workers through the broker.
+    """Sends ``process_session`` to Celery workers through the Redis broker.
 
-    On a Redis broker the task goes straight onto its queue (:class:`QueuePublisher`); other
-    brokers get Celery's ``apply_async``.
+    The task goes straight onto its queue with one LPUSH (:class:`QueuePublisher`), retried a
+    few times on a connection failure. Settings accept only redis:// and rediss:// brokers.
     """
 
     def __init__(self, broker_url: str) -> None:
         from cairn.workers.app import app
 
+        if not is_redis_url(broker_url):
+            raise ValueError(f"the broker must be a redis:// or rediss:// URL, not {broker_url!r}")
         self._broker_url = broker_url
-        self._publisher: QueuePublisher | None = None
-        if is_redis_url(broker_url):
-            self._publisher = QueuePublisher(app, broker_url, app.conf.task_default_queue)
+        self._publisher = QueuePublisher(app, broker_url, app.conf.task_default_queue)
 
     def submit(self, session_id: int) -> None:
         """Publish the task; raises QueueError naming the broker when it is unreachable."""
         from cairn.workers.tasks import process_session
 
         try:
-            if self._publisher is not None:
-                self._publisher.publish(process_session.name, (session_id,))
-                return
-            process_session.apply_async(
-                args=(session_id,),
-                retry=True,
-                retry_policy={"max_retries": 3, "interval_start": 0.2, "interval_step": 0.5},
-            )
-        except (OperationalError, OSError, redis.RedisError) as exc:
+            self._publisher.publish(process_session.name, (session_id,))
+        except (OSError, redis.RedisError) as exc:
             raise QueueError(
                 f"cannot reach the broker at {self._broker_url} (CAIRN_BROKER_URL): {exc}"
             ) from exc
 
     def close(self) -> None:
         """Close the publisher's connections (the broker keeps queued work)."""
-        if self._publisher is not None:
-            self._publisher.close()
+        self._publisher.close()

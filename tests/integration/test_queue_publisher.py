@@ -57,6 +57,11 @@ def test_an_unreachable_broker_is_named_after_the_retries() -> None:
     dispatcher.close()
 
 
+def test_a_broker_other_than_redis_is_refused_when_the_dispatcher_is_made() -> None:
+    with pytest.raises(ValueError, match="redis:// or rediss://"):
+        CeleryDispatcher("amqp://guest@127.0.0.1//")
+
+
 def test_a_broker_that_never_answers_fails_the_publish_instead_of_hanging() -> None:
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
