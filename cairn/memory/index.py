@@ -420,7 +420,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # it exists, under another user
-        return True
+        pass
     return True
 
 

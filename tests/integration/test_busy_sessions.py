@@ -4,7 +4,9 @@ embedded index held by another process is not reopened on every query."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -225,20 +227,27 @@ def test_processes_that_open_a_new_edge_folder_together_leave_one_working_shard(
         assert [mid for mid, _ in index.search("deploys", "acme", "cairn", 5)] == [winner]
 
 
+def _lock_as_another_open_file(lock: Path) -> int:
+    """Take the lock file's flock through a descriptor of its own, as another process would.
+
+    flock belongs to the open file, so a second open in this process conflicts like one in
+    another process.
+    """
+    fd = os.open(lock, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
 def test_a_process_that_loses_the_race_by_microseconds_still_names_the_holder(
     tmp_path: Path,
 ) -> None:
     # The holder writes its pid just after it takes the lock; a loser that reads the lock file
     # in between found it empty (or naming an exited holder) and said "held by another
     # process" without saying which. It waits a moment for a live pid instead.
-    import fcntl
-    import os
-
     index = EdgeIndex(tmp_path, dense_dim=4)
     lock = Path(index.where + ".lock")
     lock.write_text("999999999")  # a holder that has exited, left by a kill -9
-    fd = os.open(lock, os.O_RDWR)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another open file: flock is per file
+    fd = _lock_as_another_open_file(lock)
 
     def claim_late() -> None:
         time.sleep(0.1)
@@ -257,8 +266,7 @@ def test_a_process_that_loses_the_race_by_microseconds_still_names_the_holder(
         os.close(fd)
     # Nobody named at all: the message says so without a pid, after half a second, not forever.
     os.truncate(lock, 0)
-    fd = os.open(lock, os.O_RDWR)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    fd = _lock_as_another_open_file(lock)
     try:
         other = EdgeIndex(tmp_path, dense_dim=4)
         started = time.monotonic()
