@@ -37,3 +37,10 @@ class SessionBusy(QueueError):
 
 class NotFound(CairnError):
     """The thing asked for does not exist, or is not visible in the caller's scope."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (its type's name when it has none), for logs and
+    notices of one line: database drivers put whole server reports in their messages."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

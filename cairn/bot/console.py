@@ -12,19 +12,22 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from cairn.bot.emoji import emoji_name
 from cairn.bot.events import ChatEvent, EventType
 from cairn.bot.ingest import Admission
 from cairn.bot.outbox import Outbox
 from cairn.bot.pipeline import Pipeline
+from cairn.db import is_unavailable
 from cairn.db.models import EventStatus, SessionEvent
-from cairn.errors import CairnError
+from cairn.errors import CairnError, first_line
 
 __all__ = ["COMMANDS", "Console"]
+
+_T = TypeVar("_T")
 
 PLATFORM = "console"
 CHANNEL = "console"
@@ -158,7 +161,7 @@ class Console:
             event_id=uuid.uuid4().hex,
             agent=self.state.agent,
         )
-        result = self.pipeline.accept(event)
+        result = self._patiently(lambda: self.pipeline.accept(event))
         if result.admission is Admission.QUEUED:
             self._await(result.event_row)
 
@@ -179,7 +182,7 @@ class Console:
             reaction=name,
             target_id=target,
         )
-        result = self.pipeline.accept(event)
+        result = self._patiently(lambda: self.pipeline.accept(event))
         effect = self.rt.settings.reaction_effect(name)
         if result.admission is not Admission.QUEUED:
             self._emit(
@@ -203,10 +206,8 @@ class Console:
         deadline = started + self.rt.settings.reply_timeout
         delay, status_shown = 0.02, False
         while True:
-            with self.rt.db.session() as s:
-                row = s.get(SessionEvent, event_row)
-                if row is not None and row.status != EventStatus.PENDING:
-                    break
+            if self._patiently(lambda: self._handled(event_row)):
+                break
             if not status_shown and time.monotonic() - started > 0.3:
                 status_shown = True
                 self._thinking(shown=True)
@@ -222,7 +223,41 @@ class Console:
             self._thinking(shown=False)
         return self._deliver(cause=event_row, quiet_kinds=quiet_kinds or set())
 
+    def _handled(self, event_row: int) -> bool:
+        with self.rt.db.session() as s:
+            row = s.get(SessionEvent, event_row)
+            return row is not None and row.status != EventStatus.PENDING
+
+    def _patiently(self, work: Callable[[], _T]) -> _T:
+        """Run ``work``; while the database is unavailable, say so once and try again.
+
+        What ``work`` does must be safe to repeat (an event with the same id is logged once).
+        Other errors are raised as they are.
+        """
+        delay, since = 0.25, 0.0
+        while True:
+            try:
+                result = work()
+            except Exception as exc:
+                if not is_unavailable(exc):
+                    raise
+                if not since:
+                    since = time.monotonic()
+                    self._status(
+                        f"the database is unavailable ({first_line(exc)}); "
+                        "waiting for it, nothing you typed is lost"
+                    )
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            if since:
+                self._status(f"the database is back after {time.monotonic() - since:.0f}s")
+            return result
+
     def _deliver(self, *, cause: int | None, quiet_kinds: set[str]) -> list[str]:
+        return self._patiently(lambda: self._deliver_now(cause, quiet_kinds))
+
+    def _deliver_now(self, cause: int | None, quiet_kinds: set[str]) -> list[str]:
         quiet: list[str] = []
         for reply in self.outbox.replies(tenant=self.tenant, cause=cause, limit=1000):
             assert reply.outbound_id is not None
@@ -262,6 +297,11 @@ class Console:
         else:
             self.out.write(f"  [{kind}] {text}\n")
         self.out.flush()
+
+    def _status(self, text: str) -> None:
+        """A line about Cairn itself, on standard error (scripts read standard output)."""
+        self.err.write(f"cairn: {text}\n")
+        self.err.flush()
 
     def _hint(self, text: str) -> None:
         if self.interactive and not self.as_json:

@@ -15,7 +15,14 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, Insert, Table, event, insert
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import (
+    DBAPIError,
+    DisconnectionError,
+    InterfaceError,
+    OperationalError,
+    PendingRollbackError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlmodel import Session, SQLModel, create_engine
 
 from cairn.db.writers import WriterGate, gated_connection_class, take_gate_before_write
@@ -26,6 +33,7 @@ __all__ = [
     "alembic_config",
     "create_db_engine",
     "insert_values",
+    "is_unavailable",
     "normalise_url",
     "table",
 ]
@@ -44,6 +52,22 @@ def normalise_url(url: str) -> str:
     if parsed.drivername in {"postgresql", "postgres"}:
         parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed.render_as_string(hide_password=False)
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database can't be used right now (down, restarting, locked,
+    out of connections), so that the same work should be tried again later, unchanged.
+
+    Errors about the work itself (a constraint, a value too long) are not: retrying them
+    cannot help. StorageError counts: Cairn raises it for an unreachable database.
+    """
+    if isinstance(exc, StorageError):
+        return True
+    if isinstance(exc, OperationalError | InterfaceError | DisconnectionError | PoolTimeout):
+        return True
+    if isinstance(exc, PendingRollbackError):
+        return True  # a connection lost mid-transaction; the next session starts afresh
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
 
 
 def create_db_engine(url: str) -> Engine:

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
 import redis
 
+from cairn.db import is_unavailable
 from cairn.errors import QueueError
 from cairn.workers.broker import QueuePublisher, is_redis_url
 
 __all__ = ["CeleryDispatcher", "Dispatcher", "InProcessDispatcher"]
 
 log = logging.getLogger(__name__)
+
+# How an in-process turn waits out a database outage: first and longest pause between runs, and
+# how long in all before it gives up (the periodic requeue of stale sessions takes over then).
+_FIRST_WAIT = 0.5
+_LONGEST_WAIT = 5.0
+_OUTAGE_PATIENCE = 300.0
 
 
 class Dispatcher(Protocol):
@@ -53,12 +61,25 @@ class InProcessDispatcher:
 
 
 def _run_task(session_id: int) -> int:
+    """Run the task here; while the database is down, wait for it and run it again."""
     from cairn.workers.tasks import process_session
 
-    # apply() runs the very task a Celery worker would, in this thread, retries included.
-    result = process_session.apply(args=(session_id,))
-    value = result.get(propagate=True)
-    return int(value)
+    delay, waited = _FIRST_WAIT, 0.0
+    while True:
+        # apply() runs the very task a Celery worker would, in this thread, retries included;
+        # but applied retries run at once, without their countdown, so a database restart
+        # would use them all up in a moment. Waiting for the database is done here instead.
+        result = process_session.apply(args=(session_id,))
+        try:
+            return int(result.get(propagate=True))
+        except Exception as exc:
+            if not is_unavailable(exc) or waited >= _OUTAGE_PATIENCE:
+                raise
+            if not waited:
+                log.warning("database unavailable; session %s waits for it: %s", session_id, exc)
+        time.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, _LONGEST_WAIT)
 
 
 def _report(future: Future[int]) -> None:

@@ -19,7 +19,7 @@ from sqlalchemy import Update, bindparam, update
 from sqlmodel import Session
 
 from cairn.bot.emoji import emoji_name
-from cairn.db import insert_values, table
+from cairn.db import insert_values, is_unavailable, table
 from cairn.db.models import (
     AgentSession,
     DeadLetter,
@@ -141,16 +141,21 @@ def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: Session
         return
     try:
         outcome, turn = _turn(rt, events, session, event)
-    except LLMAuthError as exc:
-        log.error("LLM rejected the credentials: %s", exc)
-        _give_up(rt, session, event, f"I can't reach my language model: {exc}", str(exc))
-        return
-    except (LLMError, CairnError) as exc:
-        # The LLM adapter already retried with backoff; what is left is reported, not hidden.
-        log.warning("turn failed in session %s: %s", session.id, exc)
-        _give_up(rt, session, event, f"Sorry, I couldn't answer that just now ({exc}).", str(exc))
-        return
     except Exception as exc:
+        if is_unavailable(exc):
+            # The database is down or restarting: not the event's fault, so no attempt is
+            # counted and nobody is told "sorry"; the task tries again once it is back.
+            raise
+        if isinstance(exc, LLMAuthError):
+            log.error("LLM rejected the credentials: %s", exc)
+            _give_up(rt, session, event, f"I can't reach my language model: {exc}", str(exc))
+            return
+        if isinstance(exc, LLMError | CairnError):
+            # The LLM adapter already retried with backoff; what is left is reported.
+            log.warning("turn failed in session %s: %s", session.id, exc)
+            apology = f"Sorry, I couldn't answer that just now ({exc})."
+            _give_up(rt, session, event, apology, str(exc))
+            return
         attempts = _count_attempt(rt, event)
         if attempts < MAX_ATTEMPTS:
             raise  # the task retries with backoff

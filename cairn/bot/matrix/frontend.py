@@ -67,8 +67,9 @@ from cairn.bot.matrix.trust import (
 from cairn.bot.outbox import Outbox
 from cairn.bot.pipeline import Pipeline
 from cairn.config import Settings
+from cairn.db import is_unavailable
 from cairn.db.models import OutboundMessage
-from cairn.errors import CairnError, ConfigError, InvalidInput, StorageError
+from cairn.errors import CairnError, ConfigError, InvalidInput, QueueError, StorageError
 
 __all__ = ["ENCRYPTION_OFF_NOTICE", "MatrixFrontend"]
 
@@ -477,9 +478,9 @@ class MatrixFrontend:
                 await self._on_reaction(room, event)
             elif isinstance(event, RedactionEvent):
                 await self._on_redaction(room, event)
-        except (StorageError, OperationalError):
-            raise
-        except Exception:
+        except Exception as exc:
+            if is_unavailable(exc):
+                raise  # the database is down: the batch is retried, since is not advanced
             # One malformed event must not stop the room: log it and go on.
             log.exception("could not take in Matrix event %s", getattr(event, "event_id", "?"))
 
@@ -609,7 +610,7 @@ class MatrixFrontend:
             if room_id and thread:
                 await self._say(room_id, thread, str(exc), key=f"invalid-{event.event_id}")
             return None
-        except CairnError as exc:  # the event is stored; recovery queues it again later
+        except QueueError as exc:  # the event is stored; recovery queues it again later
             log.warning("Matrix event %s stored but not queued: %s", event.event_id, exc)
             return None
 

@@ -1,8 +1,9 @@
 """Cairn's Bolt app: the listeners for Slack's events, actions and the /cairn command.
 
 The app is transport-free, as Bolt intends: the Socket Mode handler and the HTTP adapter in
-:mod:`cairn.bot.slack.frontend` both feed it. Event listeners are acknowledged by Bolt before
-they run; they only queue (see :mod:`cairn.bot.slack.inbound`). The slash command acknowledges
+:mod:`cairn.bot.slack.frontend` both feed it. Message and reaction events are written to the
+spool by a listener middleware, before Bolt acknowledges them (see
+:mod:`cairn.bot.slack.inbound`). The slash command acknowledges
 at once and answers through a lazy listener; App Home buttons acknowledge, act and redraw.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from slack_bolt import Ack, App, BoltContext, Respond
 from slack_bolt.error import BoltError
 from slack_bolt.oauth import OAuthFlow
+from slack_bolt.response import BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
@@ -28,6 +30,7 @@ from cairn.bot.slack.home import (
     retract_memory,
 )
 from cairn.bot.slack.inbound import Inbound, tenant_of
+from cairn.bot.spool import SpoolError
 from cairn.config import Settings
 from cairn.errors import ConfigError
 from cairn.runtime import Runtime
@@ -87,11 +90,22 @@ def register(
 ) -> None:
     """Attach Cairn's listeners to ``app``."""
 
-    def queue_event(body: dict[str, Any]) -> None:
-        inbound.submit(body)
+    def spool_before_ack(body: dict[str, Any], next: Callable[[], None]) -> BoltResponse | None:
+        # Runs before Bolt acknowledges: an event is on disk when Slack hears 200, or Slack
+        # hears 503 and sends it again.
+        try:
+            inbound.submit(body)
+        except SpoolError as exc:
+            log.error("not acknowledging Slack event %s: %s", body.get("event_id"), exc)
+            return BoltResponse(status=503, body="")
+        next()
+        return None
+
+    def spooled() -> None:
+        """Nothing left to do: the spool's thread takes the event in."""
 
     for name in ("app_mention", "message", "reaction_added", "reaction_removed"):
-        app.event(name)(queue_event)
+        app.event(name, middleware=[spool_before_ack])(spooled)
 
     @app.event("app_home_opened")
     def home_opened(event: dict[str, Any], context: BoltContext, client: WebClient) -> None:

@@ -37,6 +37,7 @@ from cairn.bot.slack.workspaces import (
     Workspaces,
     installation_flow,
 )
+from cairn.bot.spool import Spool, spool_folder
 from cairn.config import Settings
 from cairn.db.models import EventStatus, OutboundMessage, OutboundStatus, SessionEvent
 from cairn.errors import ConfigError
@@ -81,7 +82,8 @@ class SlackFrontend:
             self.workspaces = InstalledWorkspaces(self.installations, settings)
         self.dedupe = open_dedupe(settings, pipeline.rt.redis)
         self.delivery = Delivery(pipeline.rt.db, self.workspaces, self.dedupe, settings)
-        self.inbound = Inbound(pipeline, self.workspaces, self.dedupe, self.delivery)
+        self.spool = Spool(spool_folder(settings, "slack"))
+        self.inbound = Inbound(pipeline, self.workspaces, self.dedupe, self.delivery, self.spool)
         self.app = build_app(
             settings, self.client, socket_mode=self.socket_mode, oauth_flow=oauth_flow
         )
@@ -135,6 +137,7 @@ class SlackFrontend:
                 self._socket.close()  # type: ignore[no-untyped-call]
             self._stop_http(http)
             self.inbound.join(timeout=10)
+            self.spool.close()
             self.delivery.join(timeout=10)
 
     def _stop_http(self, http: threading.Thread) -> None:

@@ -1,16 +1,19 @@
 """Slack events in: normalised to ChatEvents, deduped, and handed to the pipeline in order.
 
-Bolt acknowledges each event at once; its listener only claims the event id and puts the event
-on this module's queue, so the acknowledgement never waits for the database or the Web API. One
-thread then takes the events in arrival order and decides, for each message, whether it belongs
-to a session (a mention, a direct message, or a later message in a thread the bot was mentioned
-in) and whether the bot should answer it.
+Slack never sends an event again once it is acknowledged, so before Bolt acknowledges one, its
+listener middleware claims the event id and writes the event to a local spool on disk
+(:mod:`cairn.bot.spool`); if that fails, the event is not acknowledged and Slack retries it.
+The acknowledgement never waits for the database or the Web API. One thread then takes the
+events from the spool in arrival order and decides, for each message, whether it belongs to a
+session (a mention, a direct message, or a later message in a thread the bot was mentioned in)
+and whether the bot should answer it. While the database is down, that thread holds the event
+and tries it again until it is logged; the events behind it wait their turn, so nothing
+acknowledged is lost and the order is kept.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import re
 import threading
 import time
@@ -30,8 +33,10 @@ from cairn.bot.slack.delivery import Delivery, part_key
 from cairn.bot.slack.mrkdwn import from_slack
 from cairn.bot.slack.people import People
 from cairn.bot.slack.workspaces import BotIdentity, Workspaces
+from cairn.bot.spool import Spool, Spooled
+from cairn.db import is_unavailable
 from cairn.db.models import AgentSession
-from cairn.errors import CairnError, InvalidInput, QueueError
+from cairn.errors import InvalidInput, QueueError, first_line
 
 __all__ = ["PLATFORM", "BotIdentity", "Inbound", "tenant_of"]
 
@@ -45,6 +50,8 @@ _SPOKEN_SUBTYPES = {None, "thread_broadcast", "file_share", "me_message", "bot_m
 _BACKFILL_LIMIT = 200
 # An event waiting longer than this means the ingest thread is stuck: /healthz says so.
 _STUCK_SECONDS = 60.0
+# The longest wait between two tries of an event while the database is down.
+_RETRY_CEILING = 5.0
 _OTHER_MENTION = re.compile(r"<@[UW][A-Z0-9]+>")
 
 
@@ -62,32 +69,46 @@ class Inbound:
         workspaces: Workspaces,
         dedupe: Dedupe,
         delivery: Delivery,
+        spool: Spool,
     ) -> None:
         self.pipeline = pipeline
         self.settings = delivery.settings  # the frontend's: its identity may be one agent's own
         self.workspaces = workspaces
         self.dedupe = dedupe
         self.delivery = delivery
+        self.spool = spool
         self.people = People(workspaces)
-        self._queue: queue.Queue[tuple[float, dict[str, Any]]] = queue.Queue()
         self._oldest: float | None = None
         self._thread: threading.Thread | None = None
+        # The dedupe keys the event in hand has claimed: trying it again must not find them
+        # taken (by itself) and drop it. None: the event was replayed from an earlier process,
+        # whose claims may stand for work it never finished; the event log's keys decide.
+        self._claims: set[str] | None = set()
 
-    # --- the listener side (Bolt's threads, after the ack) ------------------------------
+    # --- the listener side (Bolt's threads, before the ack) -----------------------------
 
     def submit(self, body: dict[str, Any]) -> bool:
-        """Queue an Events API payload; False (and nothing queued) if its event id was seen.
+        """Spool an Events API payload durably; False (and nothing spooled) if its event id
+        was seen.
 
         Slack's retries of one delivery, over HTTP or Socket Mode, carry the same event id.
+        Raises SpoolError when the payload can't be written: the event must not be
+        acknowledged then (its claim is released, so Slack's retry is taken).
         """
         event_id = str(body.get("event_id") or "")
-        if event_id and not self._first(f"slack:event:{event_id}"):
+        key = f"slack:event:{event_id}"
+        if event_id and not self._claim(key):
             log.debug("dropping retried event %s", event_id)
             return False
-        self._queue.put((time.monotonic(), body))
+        try:
+            self.spool.append({"body": body})
+        except Exception:
+            if event_id:
+                self._release(key)
+            raise
         return True
 
-    def _first(self, key: str) -> bool:
+    def _claim(self, key: str) -> bool:
         """Whether ``key`` is claimed here first; with the store down, the database decides."""
         try:
             return self.dedupe.claim(key, self.settings.dedupe_ttl)
@@ -95,10 +116,25 @@ class Inbound:
             log.warning("dedupe store unavailable, relying on the database: %s", exc)
             return True
 
+    def _release(self, key: str) -> None:
+        try:
+            self.dedupe.release(key)
+        except redis.RedisError as exc:
+            log.warning("dedupe store unavailable, could not release %s: %s", key, exc)
+
+    def _first(self, key: str) -> bool:
+        """Whether the event in hand is the first to claim ``key`` (see ``_claims``)."""
+        if self._claims is None or key in self._claims:
+            return True
+        if not self._claim(key):
+            return False
+        self._claims.add(key)
+        return True
+
     # --- the ingest thread ---------------------------------------------------------------
 
     def start(self, stop: threading.Event) -> None:
-        """Start the thread that hands queued events to the pipeline until ``stop`` is set."""
+        """Start the thread that hands spooled events to the pipeline until ``stop`` is set."""
         self._thread = threading.Thread(
             target=self._run, args=(stop,), name="slack-inbound", daemon=True
         )
@@ -117,22 +153,57 @@ class Inbound:
         return oldest is None or time.monotonic() - oldest < _STUCK_SECONDS
 
     def idle(self) -> bool:
-        """Nothing queued and nothing being handled (for tests and orderly shutdown)."""
-        return self._queue.empty() and self._oldest is None
+        """Nothing spooled and nothing being handled (for tests and orderly shutdown)."""
+        return self.spool.pending() == 0 and self._oldest is None
 
     def _run(self, stop: threading.Event) -> None:
         while not stop.is_set():
-            try:
-                queued_at, body = self._queue.get(timeout=0.1)
-            except queue.Empty:
+            record = self.spool.take(timeout=0.1)
+            if record is None:
                 continue
-            self._oldest = queued_at
+            self._oldest = time.monotonic()
             try:
-                self.handle(body)
-            except Exception:
-                log.exception("could not take in Slack event %s", body.get("event_id"))
+                if self._take_in(record, stop):
+                    self.spool.done(record)
             finally:
                 self._oldest = None
+
+    def _take_in(self, record: Spooled, stop: threading.Event) -> bool:
+        """Hand one spooled event to the pipeline, trying again while the database is down.
+
+        Returns False only when ``stop`` came first: the event stays in the spool, and the
+        next process replays it.
+        """
+        body = record.payload.get("body")
+        if not isinstance(body, dict):
+            log.error("dropping a spooled record without an event body")
+            return True
+        self._claims = None if record.replayed else set()
+        tries = 0
+        while True:
+            try:
+                self.handle(body)
+            except Exception as exc:
+                if not is_unavailable(exc):
+                    log.exception("could not take in Slack event %s", body.get("event_id"))
+                    return True  # the event itself is at fault: trying again can't help
+                tries += 1
+                delay = min(0.25 * 2 ** min(tries - 1, 5), _RETRY_CEILING)
+                if tries == 1 or tries % 10 == 0:
+                    log.warning(
+                        "database unavailable; holding Slack event %s (%d behind it) and "
+                        "trying again in %.1fs: %s",
+                        body.get("event_id"),
+                        self.spool.pending(),
+                        delay,
+                        first_line(exc),
+                    )
+                if stop.wait(delay):
+                    return False
+                continue
+            if tries:
+                log.info("database back: Slack event %s taken in", body.get("event_id"))
+            return True
 
     def handle(self, body: dict[str, Any]) -> None:
         """Take in one Events API payload (in the ingest thread)."""
@@ -318,26 +389,23 @@ class Inbound:
     # --- into the pipeline ---------------------------------------------------------------
 
     def _accept(self, chat: ChatEvent) -> Ingested | None:
-        """Hand ``chat`` to the pipeline; a refused message is answered in its thread."""
-        for attempt in range(3):
-            try:
-                result = self.pipeline.accept(chat)
-            except InvalidInput as exc:
-                if chat.type is EventType.MESSAGE and chat.addressed:
-                    self.delivery.say(
-                        chat.tenant, chat.channel, chat.thread, f"Sorry, I can't take that: {exc}"
-                    )
-                return None
-            except QueueError as exc:
-                # The event is logged; Pipeline.recover re-queues it when the broker is back.
-                log.error("queue unavailable, event kept for later: %s", exc)
-                return None
-            except CairnError as exc:
-                log.warning("could not log Slack event (attempt %d): %s", attempt + 1, exc)
-                time.sleep(0.5 * (attempt + 1))
-                continue
-            return result
-        return None
+        """Hand ``chat`` to the pipeline; a refused message is answered in its thread.
+
+        Raises what the pipeline raises when the database is unavailable: the ingest thread
+        tries the whole event again.
+        """
+        try:
+            return self.pipeline.accept(chat)
+        except InvalidInput as exc:
+            if chat.type is EventType.MESSAGE and chat.addressed:
+                self.delivery.say(
+                    chat.tenant, chat.channel, chat.thread, f"Sorry, I can't take that: {exc}"
+                )
+            return None
+        except QueueError as exc:
+            # The event is logged; Pipeline.recover re-queues it when the broker is back.
+            log.error("queue unavailable, event kept for later: %s", exc)
+            return None
 
 
 def _is_bot(event: dict[str, Any]) -> bool:
