@@ -88,6 +88,8 @@ class Pipeline:
 
         Raises InvalidInput for a malformed event (nothing stored) and QueueError when the
         broker is unreachable (the event is stored and will be re-queued by :meth:`recover`).
+        While the database is unavailable it raises the driver's error as it is (see
+        :func:`cairn.db.is_unavailable`): the frontend keeps the event and tries again.
         """
         event = route(event, self.rt.settings)
         result = ingest(

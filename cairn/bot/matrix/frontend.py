@@ -69,7 +69,14 @@ from cairn.bot.pipeline import Pipeline
 from cairn.config import Settings
 from cairn.db import is_unavailable
 from cairn.db.models import OutboundMessage
-from cairn.errors import CairnError, ConfigError, InvalidInput, QueueError, StorageError
+from cairn.errors import (
+    CairnError,
+    ConfigError,
+    InvalidInput,
+    QueueError,
+    StorageError,
+    first_line,
+)
 
 __all__ = ["ENCRYPTION_OFF_NOTICE", "MatrixFrontend"]
 
@@ -636,9 +643,12 @@ class MatrixFrontend:
                 failures += 1
                 log.warning("Matrix delivery paused: %s", exc)
                 await asyncio.sleep(_backoff(failures))
-            except Exception:
+            except Exception as exc:
                 failures += 1
-                log.exception("Matrix delivery failed")
+                if is_unavailable(exc):
+                    log.warning("Matrix delivery waits for the database: %s", first_line(exc))
+                else:
+                    log.exception("Matrix delivery failed")
                 await asyncio.sleep(_backoff(failures))
 
     async def _deliver_pending(self, client: AsyncClient) -> None:

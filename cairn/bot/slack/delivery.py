@@ -25,8 +25,9 @@ from cairn.bot.outbox import Outbox
 from cairn.bot.slack.mrkdwn import split_message, to_mrkdwn
 from cairn.bot.slack.workspaces import Workspaces
 from cairn.config import Settings
-from cairn.db import Database
+from cairn.db import Database, is_unavailable
 from cairn.db.models import EventStatus, OutboundMessage, SessionEvent
+from cairn.errors import first_line
 
 __all__ = ["PART_TTL", "STATUS_TEXT", "Delivery", "part_key", "team_of"]
 
@@ -93,6 +94,7 @@ class Delivery:
         self._not_before: dict[int, float] = {}
         self._thread: threading.Thread | None = None
         self.last_round: float = time.monotonic()
+        self._outage_said = 0.0  # when a database outage was last logged
 
     # --- the thread ------------------------------------------------------------------------
 
@@ -118,7 +120,12 @@ class Delivery:
             try:
                 self.deliver()
                 self.settle()
-            except Exception:
+            except Exception as exc:
+                if is_unavailable(exc):
+                    if self._outage_said + 30 < time.monotonic():  # one line, not a flood
+                        self._outage_said = time.monotonic()
+                        log.warning("Slack delivery waits for the database: %s", first_line(exc))
+                    continue  # not a finished round: /healthz says so if it lasts
                 log.exception("Slack delivery round failed")
             self.last_round = time.monotonic()
 
