@@ -327,29 +327,7 @@ def _bundled_postgres() -> Iterator[str]:
         if run_as is not None:
             os.chown(workdir, run_as.pw_uid, run_as.pw_gid)
         datadir = workdir / "data"
-        initdb = subprocess.run(
-            [
-                str(bindir / "initdb"),
-                f"--pgdata={datadir}",
-                f"--username={POSTGRES_SUPERUSER}",
-                "--auth=trust",
-                "--encoding=UTF8",
-                "--no-locale",
-                "--no-sync",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=SERVER_START_SECONDS,
-            check=False,
-            user=run_as.pw_uid if run_as else None,
-            group=run_as.pw_gid if run_as else None,
-            cwd=workdir,
-        )
-        if initdb.returncode != 0:
-            raise ServiceUnavailableError(
-                f"initdb from pgserver failed ({initdb.returncode}): "
-                f"{(initdb.stderr or initdb.stdout).strip()[-2000:]}"
-            )
+        init_postgres(bindir, datadir, run_as)
         port = _free_port()
         url = f"postgresql://{POSTGRES_SUPERUSER}@{LOOPBACK}:{port}/postgres"
         argv = [
@@ -373,6 +351,36 @@ def _bundled_postgres() -> Iterator[str]:
             yield url
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def init_postgres(bindir: Path, datadir: Path, run_as: pwd.struct_passwd | None) -> None:
+    """Create a PostgreSQL cluster in ``datadir`` (trust auth, superuser root, UTF-8).
+
+    Raises ServiceUnavailableError with initdb's own words when it fails.
+    """
+    initdb = subprocess.run(
+        [
+            str(bindir / "initdb"),
+            f"--pgdata={datadir}",
+            f"--username={POSTGRES_SUPERUSER}",
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--no-locale",
+            "--no-sync",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=SERVER_START_SECONDS,
+        check=False,
+        user=run_as.pw_uid if run_as else None,
+        group=run_as.pw_gid if run_as else None,
+        cwd=datadir.parent,
+    )
+    if initdb.returncode != 0:
+        raise ServiceUnavailableError(
+            f"initdb failed ({initdb.returncode}): "
+            f"{(initdb.stderr or initdb.stdout).strip()[-2000:]}"
+        )
 
 
 def _postgres_run_as() -> pwd.struct_passwd | None:

@@ -93,11 +93,12 @@ class Spool:
 
     # --- writing ------------------------------------------------------------------------
 
-    def append(self, payload: dict[str, Any]) -> None:
-        """Write ``payload`` durably and queue it for :meth:`take`.
+    def append(self, payload: dict[str, Any], *, take: bool = True) -> None:
+        """Write ``payload`` durably and, unless ``take`` is False, queue it for :meth:`take`.
 
         Returns only once the record is on disk. Raises SpoolError when it can't be (the
-        caller must then not acknowledge the event).
+        caller must then not acknowledge the event). A record not queued is a journal entry:
+        it is read back only by the process that adopts the segment.
         """
         line = _encode(payload, replayed=False)
         with self._lock:
@@ -107,7 +108,8 @@ class Spool:
                 self._write(line)
             except OSError as exc:
                 raise SpoolError(f"cannot write to the event spool {self.path}: {exc}") from exc
-            self._ready.put(Spooled(payload, replayed=False, end=self._size))
+            if take:
+                self._ready.put(Spooled(payload, replayed=False, end=self._size))
 
     def _write(self, data: bytes) -> None:
         """Append ``data`` and fsync (under ``_lock``); a short write is undone."""
@@ -132,10 +134,11 @@ class Spool:
         except queue.Empty:
             return None
 
-    def done(self, record: Spooled) -> None:
-        """Record that ``record`` (and every record before it) is handled for good."""
+    def done(self, record: Spooled | None = None) -> None:
+        """Record that ``record`` and every record before it (all of them when None) are
+        handled for good."""
         with self._lock:
-            self._done = max(self._done, record.end)
+            self._done = max(self._done, self._size if record is None else record.end)
             if self._done >= self._size >= _COMPACT_BYTES and self._ready.empty():
                 try:
                     os.ftruncate(self._fd, 0)

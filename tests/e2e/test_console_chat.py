@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import stop_group
+
 CAIRN = [sys.executable, "-m", "cairn"]
 FACT = "deploys are frozen until Monday"
 
@@ -101,12 +103,7 @@ def worker(home: Path, redis_url: str, request: pytest.FixtureRequest) -> Iterat
         _wait_ready(home.parent / "worker.log", proc)
         yield env
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc)
         log.close()
 
 

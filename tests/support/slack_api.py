@@ -20,7 +20,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -102,6 +102,8 @@ class SlackAPI(BackgroundServer):
         self.users: dict[str, JSON] = {}
         # The OAuth app's credentials (oauth.v2.access checks them).
         self.client_id, self.client_secret = CLIENT_ID, CLIENT_SECRET
+        # Called with (method, arguments) after a call took effect, before it is answered.
+        self.after_call: Callable[[str, JSON], None] | None = None
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -214,7 +216,10 @@ class SlackAPI(BackgroundServer):
         if handler is None:
             return {"ok": False, "error": "unknown_method"}
         team, bot_user, bot_id = self.tokens[token]
-        return cast(JSON, handler({**args, "_team": team, "_bot": (bot_user, bot_id)}))
+        answer = cast(JSON, handler({**args, "_team": team, "_bot": (bot_user, bot_id)}))
+        if self.after_call is not None:
+            self.after_call(method, args)  # done, and not yet answered: a crash can come now
+        return answer
 
     def _oauth_v2_access(self, args: JSON, credentials: str) -> JSON:
         """Exchange ``code-<TEAM>`` for a new bot token of workspace TEAM."""

@@ -24,6 +24,7 @@ from cairn.bot.dedupe import Dedupe, claim_or_warn, release_quietly
 from cairn.bot.outbox import Outbox
 from cairn.bot.slack.mrkdwn import split_message, to_mrkdwn
 from cairn.bot.slack.workspaces import Workspaces
+from cairn.bot.spool import Spool, SpoolError
 from cairn.config import Settings
 from cairn.db import Database, is_unavailable
 from cairn.db.models import EventStatus, OutboundMessage, SessionEvent
@@ -49,6 +50,8 @@ _PERMANENT = {
     "missing_scope",
 }
 _MAX_ATTEMPTS = 8
+# Outbox rows read per delivery round.
+_BATCH = 100
 # How long a frontend's claim on an outbox message lasts: long enough to post every part of it;
 # if that frontend dies mid-post, another takes the message over after this.
 _POST_CLAIM_TTL = 60.0
@@ -79,8 +82,15 @@ class Delivery:
     """Posts the Slack outbox and keeps the "working" indicators."""
 
     def __init__(
-        self, db: Database, workspaces: Workspaces, dedupe: Dedupe, settings: Settings
+        self,
+        db: Database,
+        workspaces: Workspaces,
+        dedupe: Dedupe,
+        settings: Settings,
+        journal: Spool | None = None,
     ) -> None:
+        """``journal`` notes each part posted until the outbox records it (see
+        :meth:`_journal_posted`); without one, a crash at that moment may post it twice."""
         self.db = db
         self.workspaces = workspaces
         self.dedupe = dedupe
@@ -95,6 +105,9 @@ class Delivery:
         self._thread: threading.Thread | None = None
         self.last_round: float = time.monotonic()
         self._outage_said = 0.0  # when a database outage was last logged
+        self._journal = journal
+        if journal is not None:
+            self._recall_posted()
 
     # --- the thread ------------------------------------------------------------------------
 
@@ -135,7 +148,11 @@ class Delivery:
         """Post every pending Slack outbox message that is due; returns how many were posted."""
         posted = 0
         now = time.monotonic()
-        for row in self.outbox.pending(limit=100):
+        rows = self.outbox.pending(limit=_BATCH)
+        if len(rows) < _BATCH:  # all of them: what is noted as posted and not pending is done
+            for stale in self._posted.keys() - {row.id for row in rows}:
+                self._forget(stale)
+        for row in rows:
             assert row.id is not None
             if self._not_before.get(row.id, 0.0) > now:
                 continue
@@ -178,6 +195,7 @@ class Delivery:
                     unfurl_media=False,
                 )
                 done.append(str(response["ts"]))
+                self._journal_posted(row.id, done[-1])
         except SlackApiError as exc:
             error = str(exc.response.get("error") or exc)
             give_up = error in _PERMANENT or row.attempts + 1 >= _MAX_ATTEMPTS
@@ -203,6 +221,27 @@ class Delivery:
     def _forget(self, outbound_id: int) -> None:
         self._posted.pop(outbound_id, None)
         self._not_before.pop(outbound_id, None)
+        if not self._posted and self._journal is not None:
+            self._journal.done()  # every part it names is recorded in the outbox now
+
+    def _journal_posted(self, outbound_id: int, ts: str) -> None:
+        """Note on disk that a part is on Slack before the outbox can say so.
+
+        Slack has no idempotency key: if this process dies between posting and recording
+        (the database may be down for long), the next one must not post the part again.
+        """
+        if self._journal is None:
+            return
+        try:
+            self._journal.append({"id": outbound_id, "ts": ts}, take=False)
+        except SpoolError as exc:
+            log.warning("could not note outbox #%s as posted: %s", outbound_id, exc)
+
+    def _recall_posted(self) -> None:
+        """Take in what an earlier process noted as posted and never recorded."""
+        assert self._journal is not None
+        while (entry := self._journal.take(timeout=0)) is not None:
+            self._posted.setdefault(int(entry.payload["id"]), []).append(str(entry.payload["ts"]))
 
     def say(self, tenant: str, channel: str, thread: str, text: str) -> None:
         """Post ``text`` into a thread at once, outside the outbox (refusals of bad input)."""

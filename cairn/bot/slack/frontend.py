@@ -81,7 +81,10 @@ class SlackFrontend:
             )
             self.workspaces = InstalledWorkspaces(self.installations, settings)
         self.dedupe = open_dedupe(settings, pipeline.rt.redis)
-        self.delivery = Delivery(pipeline.rt.db, self.workspaces, self.dedupe, settings)
+        self.posted = Spool(spool_folder(settings, "slack-posted"))
+        self.delivery = Delivery(
+            pipeline.rt.db, self.workspaces, self.dedupe, settings, journal=self.posted
+        )
         self.spool = Spool(spool_folder(settings, "slack"))
         self.inbound = Inbound(pipeline, self.workspaces, self.dedupe, self.delivery, self.spool)
         self.app = build_app(
@@ -139,6 +142,7 @@ class SlackFrontend:
             self.inbound.join(timeout=10)
             self.spool.close()
             self.delivery.join(timeout=10)
+            self.posted.close()
 
     def _stop_http(self, http: threading.Thread) -> None:
         server = self._server
