@@ -38,6 +38,7 @@ from cairn.config import load_settings
 from cairn.db.models import AgentSession, MemoryRow, SessionEvent
 from cairn.errors import CairnError
 from tests.support.messages_server import MessagesServer, Reply, text_message
+from tests.support.private_postgres import PrivatePostgres
 from tests.support.synapse import Synapse, SynapseUnavailable, User, running_synapse
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -465,6 +466,41 @@ def test_after_a_restart_nothing_is_replayed_and_a_message_sent_while_down_is_an
     after = json.loads(StateFile(settings_home() / "matrix", cairn.id).path.read_text())
     assert after["device_id"] == state["device_id"]  # the same device: no second login
     assert after["since"] != state["since"]
+
+
+def test_mentions_sent_while_the_database_is_down_are_answered_once_in_order_after_it_returns(
+    cairn: Cairn,
+    people: Callable[[str], Person],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with PrivatePostgres() as postgres:
+        monkeypatch.setenv("CAIRN_DATABASE_URL", postgres.url())
+        alice = people("alice")
+        cairn.start()
+        room = room_with_bot(alice, cairn)
+        root = alice.send(room, "remember fact number 1", mention=cairn.id)
+        wait_for_answer("the first notice", alice, room, cairn.id, root, where=_notice)
+
+        postgres.stop()
+        for n in (2, 3, 4):
+            alice.send(room, f"remember fact number {n}", mention=cairn.id, thread=root)
+        time.sleep(3)  # the sync holds the batch: its since token is not saved
+        postgres.start()
+
+        def remembered() -> list[str]:
+            return [
+                e["content"]["body"]
+                for e in answers_to(alice, room, cairn.id, root)
+                if _notice(e) and e["content"]["body"].startswith("remembered:")
+            ]
+
+        wanted = [f"remembered: fact number {n}" for n in (1, 2, 3, 4)]
+        wait_for("the notices of 2-4", lambda: remembered() == wanted, timeout=90)
+        time.sleep(3)  # time for any replay to show up
+        assert remembered() == wanted  # each once, in order
+        cairn.stop()  # while the private server still runs
+    assert "could not take in Matrix event" not in caplog.text
 
 
 def test_an_encrypted_room_gets_one_clear_message_that_encryption_is_off(
