@@ -18,6 +18,7 @@ import click
 
 from cairn.config import Settings, get_settings
 from cairn.errors import CairnError, ConfigError
+from cairn.redact import mask_url, mask_urls
 
 __all__ = ["main"]
 
@@ -87,14 +88,17 @@ def _settings() -> Settings:
 
 @contextmanager
 def _errors() -> Iterator[None]:
-    """Turn Cairn's named errors into one clear line and exit code 2 (config) or 1."""
+    """Turn Cairn's named errors into one clear line and exit code 2 (config) or 1.
+
+    The line never shows a password or token written in a URL, whichever layer wrote it.
+    """
     try:
         yield
     except ConfigError as exc:
-        click.echo(f"cairn: {exc}", err=True)
+        click.echo(f"cairn: {mask_urls(str(exc))}", err=True)
         sys.exit(2)
     except CairnError as exc:
-        click.echo(f"cairn: {exc}", err=True)
+        click.echo(f"cairn: {mask_urls(str(exc))}", err=True)
         sys.exit(1)
 
 
@@ -301,13 +305,13 @@ def doctor(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def show_config(as_json: bool) -> None:
     """Show the effective settings (secrets masked) and where they came from."""
-    from cairn.config import config_file, hide_password
+    from cairn.config import config_file
 
     with _errors():
         settings = _settings()
         shown = settings.redacted()
-        shown["(database)"] = hide_password(settings.effective_database_url)
-        shown["(vectors)"] = settings.qdrant_url or str(settings.qdrant_path)
+        shown["(database)"] = mask_url(settings.effective_database_url)
+        shown["(vectors)"] = mask_url(settings.qdrant_url or str(settings.qdrant_path))
         shown["(llm)"] = settings.llm_provider
         shown["(config file)"] = str(config_file() or "none")
         if as_json:

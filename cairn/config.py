@@ -30,13 +30,13 @@ from pydantic_settings import (
 )
 
 from cairn.errors import ConfigError
+from cairn.redact import mask_url, mask_urls, url_secrets
 
 __all__ = [
     "Settings",
     "config_file",
     "env_name",
     "get_settings",
-    "hide_password",
     "load_settings",
 ]
 
@@ -495,11 +495,20 @@ class Settings(BaseSettings):
     def secret_values(self) -> list[str]:
         """Every secret setting's value, for log redaction."""
         found = [v.get_secret_value() for v in self.__dict__.values() if isinstance(v, SecretStr)]
-        for url in (self.database_url, self.broker_url, self.redis_url):
-            password = urlsplit(url).password if url else None
-            if password:
-                found.append(password)
+        for url in self._urls():
+            found.extend(url_secrets(url))
         return [v for v in found if v]
+
+    def _urls(self) -> tuple[str | None, ...]:
+        return (
+            self.database_url,
+            self.broker_url,
+            self.redis_url,
+            self.qdrant_url,
+            self.anthropic_base_url,
+            self.slack_api_url,
+            self.matrix_homeserver,
+        )
 
     def redacted(self) -> dict[str, Any]:
         """Every setting by its variable name, secrets shown as ``***``, for ``cairn config``."""
@@ -512,19 +521,10 @@ class Settings(BaseSettings):
                 value = "***"
             elif isinstance(value, Path):
                 value = str(value)
-            elif isinstance(value, str) and "://" in value:
-                value = hide_password(value)
+            elif isinstance(value, str):
+                value = mask_url(value)
             shown[str(var)] = value
         return shown
-
-
-def hide_password(url: str) -> str:
-    """``url`` with the password part of its credentials replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
 
 
 def env_name(field: str) -> str:
@@ -543,14 +543,14 @@ def _contradictions(s: Settings) -> list[str]:
         if scheme not in {"sqlite", "postgresql", "postgres"}:
             problems.append(
                 "CAIRN_DATABASE_URL must be a sqlite:/// or postgresql:// URL, "
-                f"not {scheme or db!r}"
+                f"not {scheme or mask_url(db)!r}"
             )
     for var, url in (("CAIRN_BROKER_URL", s.broker_url), ("CAIRN_REDIS_URL", s.redis_url)):
         if url is not None and urlsplit(url).scheme not in {"redis", "rediss"}:
-            problems.append(f"{var} must be a redis:// or rediss:// URL, got {url!r}")
+            problems.append(f"{var} must be a redis:// or rediss:// URL, got {mask_url(url)!r}")
     if s.qdrant_url is not None and urlsplit(s.qdrant_url).scheme not in {"http", "https"}:
         problems.append(
-            f"CAIRN_QDRANT_URL must be an http:// or https:// URL, got {s.qdrant_url!r}"
+            f"CAIRN_QDRANT_URL must be an http:// or https:// URL, got {mask_url(s.qdrant_url)!r}"
         )
     if s.anthropic_base_url is not None and urlsplit(s.anthropic_base_url).scheme not in {
         "http",
@@ -662,7 +662,8 @@ def _describe(exc: ValidationError) -> str:
         message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
         known = where in Settings.model_fields or where in _VARIABLES
         lines.append(f"{_VARIABLES.get(where, where)}: {message}" if known else message)
-    return "invalid configuration: " + "; ".join(lines)
+    # A URL may be quoted in any message (pydantic's or ours): none may show its password.
+    return mask_urls("invalid configuration: " + "; ".join(lines))
 
 
 _VARIABLES = {name.upper(): env_name(name) for name in Settings.model_fields} | {

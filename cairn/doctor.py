@@ -1,7 +1,8 @@
 """``cairn doctor``: check every configured part for real and say what to fix.
 
 Each check talks to the real thing (database, Redis, Qdrant, the LLM API, Slack, Matrix) with a
-short timeout and reports ok, warn or fail with an actionable hint. Nothing is changed.
+short timeout and reports ok, warn or fail with an actionable hint. Nothing is changed. No
+line of the report shows a password or token written in a URL.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from cairn.config import Settings, config_file, hide_password
+from cairn.config import Settings, config_file
+from cairn.redact import mask_urls
 
 __all__ = ["Check", "run_checks"]
 
@@ -31,7 +33,11 @@ class Check:
 
 
 def run_checks(settings: Settings) -> list[Check]:
-    """Run every check that applies to ``settings``, in a fixed order."""
+    """Run every check that applies to ``settings``, in a fixed order; never raises.
+
+    Every detail and hint has the credentials of any URL in it masked, whatever wrote it (a
+    library's error message may quote the URL it was given).
+    """
     checks: list[Callable[[Settings], Check]] = [
         _config,
         _database,
@@ -45,9 +51,10 @@ def run_checks(settings: Settings) -> list[Check]:
     results = []
     for check in checks:
         try:
-            results.append(check(settings))
+            result = check(settings)
         except Exception as exc:  # a check must report, never crash the report
-            results.append(Check(check.__name__.strip("_"), "fail", f"{type(exc).__name__}: {exc}"))
+            result = Check(check.__name__.strip("_"), "fail", f"{type(exc).__name__}: {exc}")
+        results.append(replace(result, detail=mask_urls(result.detail), fix=mask_urls(result.fix)))
     return results
 
 
@@ -68,11 +75,28 @@ def _database(settings: Settings) -> Check:
         return Check("database", "fail", str(exc), "start the database or fix CAIRN_DATABASE_URL")
     finally:
         db.dispose()
+    if current is None and db.is_sqlite:
+        # Every other command creates the embedded database's schema on first use: a fresh
+        # CAIRN_HOME is how everyone starts, not a fault.
+        return Check(
+            "database",
+            "ok",
+            f"{db.safe_url} is new; its schema is created on first use",
+            "or now, with `cairn migrate`",
+        )
+    if current is None:
+        # A server database is shared and set up on purpose: an empty one may be the wrong one.
+        return Check(
+            "database",
+            "warn",
+            f"{db.safe_url} is empty (no Cairn schema yet)",
+            "if this is Cairn's database, run `cairn migrate`",
+        )
     if current != head:
         return Check(
             "database",
             "fail",
-            f"{db.safe_url} is at schema {current or 'empty'}, this Cairn needs {head}",
+            f"{db.safe_url} is at schema {current}, this Cairn needs {head}",
             "run `cairn migrate`",
         )
     return Check("database", "ok", f"{db.safe_url}, schema {current}")
@@ -89,10 +113,10 @@ def _redis(settings: Settings) -> Check:
         info = client.info("server")
     except redis.RedisError as exc:
         var = "CAIRN_REDIS_URL" if settings.redis_url else "CAIRN_BROKER_URL"
-        return Check("redis", "fail", f"{hide_password(url)}: {exc}", f"start Redis or fix {var}")
+        return Check("redis", "fail", f"{url}: {exc}", f"start Redis or fix {var}")
     finally:
         client.close()
-    return Check("redis", "ok", f"{hide_password(url)}, Redis {info.get('redis_version', '?')}")
+    return Check("redis", "ok", f"{url}, Redis {info.get('redis_version', '?')}")
 
 
 def _workers(settings: Settings) -> Check:

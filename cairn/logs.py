@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from cairn.redact import mask_urls
+
 __all__ = ["RedactingFilter", "Throttle", "bind", "configure_logging"]
 
 _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
@@ -29,10 +31,10 @@ def _fields() -> dict[str, Any]:
     return _context.get() or {}
 
 
-# Shapes of credentials that must never reach a log, whatever code logs them.
+# Shapes of credentials that must never reach a log, whatever code logs them (the passwords
+# and tokens written in URLs are masked by cairn.redact).
 _SECRET_SHAPES = re.compile(
-    r"(xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|sk-ant-[A-Za-z0-9_-]+|syt_[A-Za-z0-9_]+"
-    r"|(?<=://)[^:/@\s]*:[^@/\s]+(?=@))"
+    r"xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|sk-ant-[A-Za-z0-9_-]+|syt_[A-Za-z0-9_]+"
 )
 
 
@@ -47,7 +49,8 @@ def bind(**fields: Any) -> Iterator[None]:
 
 
 class RedactingFilter(logging.Filter):
-    """Masks known secret values and credential shapes in every record's message."""
+    """Masks known secret values, credential shapes and the credentials in URLs in every
+    record's message, exception and stack."""
 
     def __init__(self, secrets: Sequence[str] = ()) -> None:
         super().__init__()
@@ -57,7 +60,7 @@ class RedactingFilter(logging.Filter):
         """``text`` with secrets replaced by ``***``."""
         for secret in self._secrets:
             text = text.replace(secret, "***")
-        return _SECRET_SHAPES.sub("***", text)
+        return _SECRET_SHAPES.sub("***", mask_urls(text))
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = self.redact(record.getMessage())
@@ -65,6 +68,8 @@ class RedactingFilter(logging.Filter):
         if record.exc_info and record.exc_info[1] is not None:
             record.exc_text = self.redact(logging.Formatter().formatException(record.exc_info))
             record.exc_info = None
+        if record.stack_info:
+            record.stack_info = self.redact(record.stack_info)
         record.cairn_fields = _fields()
         return True
 

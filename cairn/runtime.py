@@ -18,6 +18,7 @@ from cairn.db import Database
 from cairn.errors import ConfigError, StorageError
 from cairn.memory import MemoryStore
 from cairn.memory.working import WorkingMemory, build_working_memory
+from cairn.redact import mask_url
 from cairn.workers.locks import LocalLocks, RedisLocks, SessionLocks
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True, index: bool = Tru
             client.ping()
         except redis.RedisError as exc:
             var = "CAIRN_REDIS_URL" if settings.redis_url else "CAIRN_BROKER_URL"
-            raise ConfigError(f"{var}: cannot reach Redis at {url}: {exc}") from exc
+            raise ConfigError(f"{var}: cannot reach Redis at {mask_url(url)}: {exc}") from exc
         locks = RedisLocks(client, ttl=settings.lock_ttl)
     memory = MemoryStore.from_settings(db, settings, index=index)
     memory.reconcile()  # replay index work a crash left behind, refill a new collection

@@ -27,6 +27,7 @@ from sqlmodel import Session, SQLModel, create_engine
 
 from cairn.db.writers import WriterGate, gated_connection_class, take_gate_before_write
 from cairn.errors import StorageError
+from cairn.redact import mask_url, mask_urls
 
 __all__ = [
     "Database",
@@ -118,13 +119,15 @@ class Database:
             self.engine = create_db_engine(self.url)
         except Exception as exc:  # a malformed URL or a missing driver
             raise StorageError(
-                f"cannot use database URL {url.split('@')[-1]!r}: {exc}. Check CAIRN_DATABASE_URL."
+                # The library's message may quote the URL too.
+                f"cannot use database URL {mask_url(url)!r}: {mask_urls(str(exc))}. "
+                "Check CAIRN_DATABASE_URL."
             ) from exc
 
     @property
     def safe_url(self) -> str:
-        """The URL with any password hidden, for messages and logs."""
-        return make_url(self.url).render_as_string(hide_password=True)
+        """The URL with its password and token-like query values hidden, for messages and logs."""
+        return mask_url(self.url)
 
     @property
     def is_sqlite(self) -> bool:

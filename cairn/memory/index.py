@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from cairn.config import Settings
 from cairn.memory.periods import Period
 from cairn.memory.terms import sparse_vector
+from cairn.redact import mask_url
 
 __all__ = [
     "EdgeIndex",
@@ -196,8 +197,8 @@ class QdrantIndex(_Searches):
 
     @property
     def where(self) -> str:
-        """Human-readable location of the index, for logs and ``cairn doctor``."""
-        return self._url or str(self._path)
+        """Human-readable location of the index (no credentials), for logs and ``cairn doctor``."""
+        return mask_url(self._url) if self._url else str(self._path)
 
     def _connect(self) -> Any:
         from qdrant_client import QdrantClient

@@ -11,6 +11,7 @@ import redis
 
 from cairn.db import is_unavailable
 from cairn.errors import QueueError
+from cairn.redact import mask_url
 from cairn.workers.broker import QueuePublisher, is_redis_url
 
 __all__ = ["CeleryDispatcher", "Dispatcher", "InProcessDispatcher"]
@@ -99,7 +100,9 @@ class CeleryDispatcher:
         from cairn.workers.app import app
 
         if not is_redis_url(broker_url):
-            raise ValueError(f"the broker must be a redis:// or rediss:// URL, not {broker_url!r}")
+            raise ValueError(
+                f"the broker must be a redis:// or rediss:// URL, not {mask_url(broker_url)!r}"
+            )
         self._broker_url = broker_url
         self._publisher = QueuePublisher(app, broker_url, app.conf.task_default_queue)
 
@@ -111,7 +114,7 @@ class CeleryDispatcher:
             self._publisher.publish(process_session.name, (session_id,))
         except (OSError, redis.RedisError) as exc:
             raise QueueError(
-                f"cannot reach the broker at {self._broker_url} (CAIRN_BROKER_URL): {exc}"
+                f"cannot reach the broker at {mask_url(self._broker_url)} (CAIRN_BROKER_URL): {exc}"
             ) from exc
 
     def close(self) -> None:

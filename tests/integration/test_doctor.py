@@ -11,9 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from alembic import command
 
 from cairn.config import load_settings
-from cairn.db import Database
+from cairn.db import Database, alembic_config
 from cairn.doctor import Check, run_checks
 from tests.support.messages_server import MessagesServer
 
@@ -28,6 +29,26 @@ def _migrate(home: Path) -> None:
     db.dispose()
 
 
+def _migrate_to_the_first_schema(home: Path) -> None:
+    """Leave the embedded database behind this Cairn, as an older Cairn left it."""
+    db = Database(f"sqlite:///{home / 'cairn.db'}")
+    with db.engine.begin() as conn:
+        cfg = alembic_config(db.url)
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+    db.dispose()
+
+
+def _doctor(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cairn", "doctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def test_the_embedded_default_passes_after_migration(clean_env: Path) -> None:
     _migrate(clean_env)
     checks = _by_name(run_checks(load_settings()))
@@ -38,10 +59,34 @@ def test_the_embedded_default_passes_after_migration(clean_env: Path) -> None:
     assert {checks[n].status for n in ("redis", "workers", "slack", "matrix")} == {"skip"}
 
 
-def test_an_unmigrated_database_says_to_migrate(clean_env: Path) -> None:
+def test_a_database_behind_this_cairn_fails_and_says_to_migrate(clean_env: Path) -> None:
+    _migrate_to_the_first_schema(clean_env)
     check = _by_name(run_checks(load_settings()))["database"]
     assert check.status == "fail"
+    assert "at schema 0001" in check.detail
     assert check.fix == "run `cairn migrate`"
+
+
+def test_a_fresh_home_is_not_a_failure(clean_env: Path) -> None:
+    # Every other command creates the embedded database on first use; a newcomer's first
+    # `cairn doctor` says so instead of failing.
+    done = _doctor()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "FAIL" not in done.stdout
+    database = next(line for line in done.stdout.splitlines() if " database " in line)
+    assert database.startswith("ok")
+    assert "created on first use" in database
+    assert "cairn migrate" in done.stdout
+
+
+def test_an_empty_server_database_is_a_warning_naming_the_command(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch, postgres_url: str
+) -> None:
+    monkeypatch.setenv("CAIRN_DATABASE_URL", postgres_url)
+    check = _by_name(run_checks(load_settings()))["database"]
+    assert check.status == "warn"
+    assert "empty" in check.detail
+    assert "run `cairn migrate`" in check.fix
 
 
 @pytest.mark.parametrize(
@@ -125,23 +170,12 @@ def test_slack_credentials_are_tried_with_auth_test(
 
 
 def test_the_command_prints_json_and_fails_on_a_failed_check(clean_env: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "cairn", "doctor", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    _migrate_to_the_first_schema(clean_env)
+    done = _doctor("--json")
     assert done.returncode == 1
     report = {c["name"]: c for c in json.loads(done.stdout)}
     assert report["database"]["status"] == "fail"
     _migrate(clean_env)
-    again = subprocess.run(
-        [sys.executable, "-m", "cairn", "doctor"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    again = _doctor()
     assert again.returncode == 0, again.stdout
     assert "ok    database" in again.stdout

@@ -27,6 +27,7 @@ from anthropic.types import (
 from anthropic.types import Message as APIMessage
 
 from cairn.errors import ConfigError, LLMAuthError, LLMError
+from cairn.redact import mask_url
 from cairn.workers.llm.base import (
     Block,
     LLMRequest,
@@ -83,6 +84,7 @@ class AnthropicLLM:
             raise ConfigError("ANTHROPIC_API_KEY is empty; set it to an Anthropic API key")
         self.model = model
         self.base_url = base_url or DEFAULT_BASE_URL
+        self._shown_url = mask_url(self.base_url)  # what messages name: no credentials
         self.stream = stream
         self.timeout = timeout
         self._api_key = api_key
@@ -114,7 +116,7 @@ class AnthropicLLM:
         )
 
     def __repr__(self) -> str:
-        return f"AnthropicLLM(model={self.model!r}, base_url={self.base_url!r})"
+        return f"AnthropicLLM(model={self.model!r}, base_url={self._shown_url!r})"
 
     @property
     def max_retries(self) -> int:
@@ -136,7 +138,7 @@ class AnthropicLLM:
             # `from None`: the SDK error carries the request, whose headers hold the key.
             raise LLMAuthError(
                 f"Anthropic rejected the API key ({self._describe(exc)}). Check ANTHROPIC_API_KEY:"
-                f" it must be a current key for {self.base_url}."
+                f" it must be a current key for {self._shown_url}."
             ) from None
         except anthropic.PermissionDeniedError as exc:
             raise LLMAuthError(
@@ -204,7 +206,7 @@ class AnthropicLLM:
             )
         if isinstance(exc, anthropic.APIConnectionError):
             return (
-                f"could not reach the Anthropic API at {self.base_url} ({retries}):"
+                f"could not reach the Anthropic API at {self._shown_url} ({retries}):"
                 f" {self._redact(str(exc))} Check the network and ANTHROPIC_BASE_URL."
             )
         if isinstance(exc, httpx2.HTTPError):
