@@ -1,7 +1,8 @@
 """The Slack frontend: Cairn's Bolt app on Socket Mode or the HTTP Events API, plus /healthz.
 
 With SLACK_APP_TOKEN the app connects through Socket Mode (no public URL needed); otherwise it
-serves Slack's signed HTTP requests at ``/slack/events`` on CAIRN_HTTP_HOST:CAIRN_HTTP_PORT.
+serves Slack's signed HTTP requests at ``/slack/events`` on CAIRN_HTTP_HOST:CAIRN_HTTP_PORT,
+behind :mod:`cairn.bot.slack.http_guard`, which refuses what Slack could not have sent (400/401).
 Either way the same port answers ``GET /healthz``: 200 when the socket (or HTTP server), the
 ingest and delivery threads and the queue are alive, 503 with the failing checks otherwise.
 """
@@ -28,6 +29,7 @@ from cairn.bot.dedupe import open_dedupe
 from cairn.bot.pipeline import Pipeline
 from cairn.bot.slack.app import build_app, register
 from cairn.bot.slack.delivery import Delivery
+from cairn.bot.slack.http_guard import RequestGuard
 from cairn.bot.slack.inbound import Inbound
 from cairn.bot.slack.web import web_client
 from cairn.bot.slack.workspaces import (
@@ -94,6 +96,12 @@ class SlackFrontend:
             self.app, pipeline.rt, self.inbound, status=self.status_text, on_revoked=self._revoked
         )
         self._events = SlackRequestHandler(self.app, path=EVENTS_PATH)
+        # HTTP mode: what Slack could not have sent is answered 400/401 before Bolt sees it.
+        self._guarded: RequestGuard | None = None
+        if not self.socket_mode:
+            secret = settings.slack_signing_secret
+            assert secret is not None  # Settings require it without SLACK_APP_TOKEN
+            self._guarded = RequestGuard(self._events, secret.get_secret_value())
         self._socket: SocketModeHandler | None = None
         self._server: Any = None
         self._revocation: str | None = None
@@ -232,8 +240,8 @@ class SlackFrontend:
                 [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
             )
             return [body]
-        if path == EVENTS_PATH and not self.socket_mode:
-            return self._events(environ, start_response)
+        if path == EVENTS_PATH and self._guarded is not None:
+            return self._guarded(environ, start_response)
         flow = self.app.oauth_flow
         if flow is not None and path in {flow.install_path, flow.redirect_uri_path}:
             return self._events(environ, start_response)

@@ -207,8 +207,10 @@ class Inbound:
 
     def handle(self, body: dict[str, Any]) -> None:
         """Take in one Events API payload (in the ingest thread)."""
-        event = body.get("event") or {}
-        kind = event.get("type")
+        event = body.get("event")
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            return  # not an event as Slack sends it: nothing to take in
+        kind = event["type"]
         if kind in {"app_mention", "message"}:
             self._message(body, event)
         elif kind in {"reaction_added", "reaction_removed"}:
@@ -218,7 +220,8 @@ class Inbound:
 
     def _message(self, body: dict[str, Any], event: dict[str, Any]) -> None:
         subtype = event.get("subtype")
-        if subtype not in _SPOKEN_SUBTYPES or event.get("hidden"):
+        spoken = isinstance(subtype, str | None) and subtype in _SPOKEN_SUBTYPES
+        if not spoken or event.get("hidden"):
             return
         team = _team(body, event)
         me = self.workspaces.identity(team) if team else None
@@ -354,7 +357,9 @@ class Inbound:
     # --- reactions -----------------------------------------------------------------------
 
     def _reaction(self, body: dict[str, Any], event: dict[str, Any], *, removed: bool) -> None:
-        item = event.get("item") or {}
+        item = event.get("item")
+        if not isinstance(item, dict):
+            return  # Slack's reaction events always name the item they are on
         user = str(event.get("user") or "")
         team = _team(body, event)
         me = self.workspaces.identity(team) if team else None
