@@ -1,19 +1,19 @@
 """The ``cairn memory`` commands and ``cairn session end``: look into and administer memory.
 
 Every command is scoped: a tenant (default: the console's) and an agent (default: CAIRN_AGENT).
-Bulk commands (export, gc) need an explicit ``--tenant``. ``--json`` prints machine-readable
-output; on a terminal, lists are tables.
+Bulk commands (export, gc) need an explicit ``--tenant``; an empty or malformed one is always
+refused. ``--json`` prints machine-readable output; on a terminal, lists are tables.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -23,6 +23,8 @@ from cairn.memory.store import MEMORY_KINDS, Memory, MemoryStore
 from cairn.progress import progress_bar
 
 __all__ = ["memory", "session_end"]
+
+_Command = TypeVar("_Command", bound=Callable[..., Any])
 
 
 @contextmanager
@@ -34,14 +36,31 @@ def _runtime(tenant: str | None, agent: str | None) -> Iterator[tuple[Any, Scope
         settings = _settings()
         rt = build_runtime(settings)
         try:
-            yield rt, Scope(tenant or settings.console_tenant, agent or settings.agent)
+            tenant = settings.console_tenant if tenant is None else tenant
+            yield rt, Scope(tenant, agent or settings.agent)
         finally:
             rt.close()
 
 
+def _tenant(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A --tenant value, refused when empty or malformed (never read as "the default")."""
+    from cairn.memory.portable import checked_tenant
+
+    if value is None:
+        return None
+    try:
+        return checked_tenant(value)
+    except InvalidInput as exc:
+        raise click.BadParameter(str(exc), ctx, param) from exc
+
+
+def _tenant_option(help: str, *, required: bool = False) -> Callable[[_Command], _Command]:
+    return click.option("--tenant", required=required, callback=_tenant, help=help)
+
+
 def _scope_options(fn: Any) -> Any:
     fn = click.option("--agent", default=None, help="Agent (default: CAIRN_AGENT).")(fn)
-    return click.option("--tenant", default=None, help="Tenant (default: the console's).")(fn)
+    return _tenant_option("Tenant (default: the console's).")(fn)
 
 
 def _as_json(memory: Memory) -> dict[str, Any]:
@@ -232,7 +251,7 @@ memory.command(
 
 
 @memory.command("export")
-@click.option("--tenant", required=True, help="The tenant to export (required).")
+@_tenant_option("The tenant to export (required).", required=True)
 @click.option("--agent", default=None, help="Only this agent's private memories and shared ones.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--live-only", is_flag=True, help="Leave retracted memories out.")
@@ -261,29 +280,73 @@ def memory_export(tenant: str, agent: str | None, output: Path | None, live_only
 
 
 @memory.command("import")
-@click.argument("source", type=click.File("r", encoding="utf-8"))
-@click.option("--tenant", default=None, help="Import into this tenant instead of the recorded one.")
+# Bytes that are not UTF-8 become lone surrogates, which the import refuses with their line.
+@click.argument("source", type=click.File("r", encoding="utf-8", errors="surrogateescape"))
+@_tenant_option("The tenant to import into (default: the console's).")
+@click.option(
+    "--allow-other-tenants",
+    is_flag=True,
+    help="Write records that name another tenant into that tenant.",
+)
+@click.option(
+    "--move", is_flag=True, help="Write records that name another tenant into --tenant (new ids)."
+)
+@click.option(
+    "--skip-invalid",
+    is_flag=True,
+    help="Import the valid records and list the invalid ones (default: import nothing then).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
-def memory_import(source: Any, tenant: str | None, as_json: bool) -> None:
+def memory_import(
+    source: Any,
+    tenant: str | None,
+    allow_other_tenants: bool,
+    move: bool,
+    skip_invalid: bool,
+    as_json: bool,
+) -> None:
     """Import JSON lines written by `cairn memory export` (- reads standard input).
 
+    \b
+    Every record is checked as a chat write is; one invalid record stops the import before
+    anything is written (each is listed with its line), unless --skip-invalid. Records that
+    name another tenant than --tenant are refused unless --allow-other-tenants or --move.
     Duplicates of existing memories are skipped; imported ones are indexed at once.
+    Example:
+      cairn memory import console.jsonl --tenant console
     """
     from cairn.memory.portable import import_memories
 
-    with _runtime(tenant, None) as (rt, _):
+    if allow_other_tenants and move:
+        raise click.UsageError("--allow-other-tenants and --move exclude each other")
+    with _runtime(tenant, None) as (rt, scope):
         with progress_bar("importing", quiet=as_json) as progress:
-            report = import_memories(rt.db, source, tenant=tenant, progress=progress)
+            report = import_memories(
+                rt.db,
+                source,
+                tenant=scope.tenant,
+                move=move,
+                allow_other_tenants=allow_other_tenants,
+                skip_invalid=skip_invalid,
+                progress=progress,
+            )
         with progress_bar("indexing", quiet=as_json) as progress:
             rt.memory.flush_outbox(progress=progress)
         if as_json:
             click.echo(json.dumps(asdict(report)))
-        else:
-            click.echo(f"imported {report.imported}, skipped {report.skipped} already present")
+            return
+        for rejected in report.rejected:
+            click.echo(f"skipped line {rejected.line}: {rejected.reason}", err=True)
+        into = ", ".join(f"{n} into {t}" for t, n in report.tenants.items())
+        click.echo(
+            f"imported {report.imported}{f' ({into})' if into else ''}, "
+            f"skipped {report.skipped} already present"
+            + (f" and {len(report.rejected)} invalid" if report.rejected else "")
+        )
 
 
 @memory.command("gc")
-@click.option("--tenant", required=True, help="The tenant to collect (required).")
+@_tenant_option("The tenant to collect (required).", required=True)
 @click.option("--dry-run", is_flag=True, help="Report what would be pruned; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def memory_gc(tenant: str, dry_run: bool, as_json: bool) -> None:
@@ -355,20 +418,23 @@ def memory_doctor(repair: bool, as_json: bool) -> None:
 
     from cairn.db.models import MemoryRow
     from cairn.memory.index import IndexUnavailable
+    from cairn.memory.store import FIRST_INDEXABLE_ID
 
     with _runtime(None, None) as (rt, _):
         store = rt.memory
         replayed = reindexed = 0
         if repair:
             replayed, reindexed = store.reconcile()
+        live_rows = col(MemoryRow.retracted).is_(False)
         with rt.db.session() as s:
-            live = int(
-                s.exec(
-                    select(func.count())
-                    .select_from(MemoryRow)
-                    .where(col(MemoryRow.retracted).is_(False))
-                ).one()
-            )
+            live = int(s.exec(select(func.count()).select_from(MemoryRow).where(live_rows)).one())
+            # Rows the index cannot hold (an old import let them in) are named, not hidden.
+            unindexable = [
+                mid or 0
+                for mid in s.exec(
+                    select(MemoryRow.id).where(live_rows, col(MemoryRow.id) < FIRST_INDEXABLE_ID)
+                ).all()
+            ]
         indexed: int | str
         try:
             indexed = store.index.count() if store.index is not None else "no index"
@@ -380,17 +446,24 @@ def memory_doctor(repair: bool, as_json: bool) -> None:
             "live_memories": live,
             "indexed": indexed,
             "outbox_pending": store.pending_outbox(),
+            "unindexable": unindexable,
             "replayed": replayed,
             "reindexed": reindexed,
         }
-        healthy = indexed == live and findings["outbox_pending"] == 0
+        healthy = indexed == live and findings["outbox_pending"] == 0 and not unindexable
         findings["healthy"] = healthy
         if as_json:
             click.echo(json.dumps(findings))
         else:
             for key, value in findings.items():
                 click.echo(f"{key:<15} {value}")
-            if not healthy:
+            if unindexable:
+                click.echo(
+                    "memories with ids the index cannot hold are never found by meaning: "
+                    "export them, retract them (`cairn memory retract -- ID`) and import them "
+                    "without their ids"
+                )
+            elif not healthy:
                 click.echo("run `cairn memory doctor --repair` to bring the index in step")
         if not healthy:
             sys.exit(1)
@@ -398,7 +471,7 @@ def memory_doctor(repair: bool, as_json: bool) -> None:
 
 @click.command("end")
 @click.argument("thread")
-@click.option("--tenant", default=None, help="Tenant (default: the console's).")
+@_tenant_option("Tenant (default: the console's).")
 @click.option("--channel", default=None, help="Channel of the thread (default: any).")
 @click.option("--json", "as_json", is_flag=True, help="Print the learnings as JSON.")
 def session_end(thread: str, tenant: str | None, channel: str | None, as_json: bool) -> None:

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from cairn.config import Settings
 
 __all__ = [
+    "FIRST_INDEXABLE_ID",
     "MAX_MEMORY_CHARS",
     "MEMORY_KINDS",
     "Candidates",
@@ -51,6 +52,7 @@ __all__ = [
     "MemoryStore",
     "Recalled",
     "Remembered",
+    "checked_memory",
     "content_hash",
     "visible_to",
 ]
@@ -59,6 +61,9 @@ log = logging.getLogger(__name__)
 
 MAX_MEMORY_CHARS = 2000
 MEMORY_KINDS = ("fact", "preference", "decision", "pattern", "mistake", "constraint", "episode")
+# The index keys points by memory id and Qdrant takes unsigned ids only; a row below this (an
+# import let one in once) stays out of the index instead of failing every flush and every start.
+FIRST_INDEXABLE_ID = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,11 +243,7 @@ class MemoryStore:
         Raises InvalidInput for empty or oversized text, control characters and unknown kinds.
         Re-remembering a retracted memory restores it, recording who restored it.
         """
-        text = _validated_text(text)
-        if kind not in MEMORY_KINDS:
-            raise InvalidInput(
-                f"unknown memory kind {kind!r}; use one of {', '.join(MEMORY_KINDS)}"
-            )
+        text = checked_memory(text, kind)
         source = source or Source()
         digest = content_hash(text)
         key = scope.key(visibility)
@@ -737,6 +738,15 @@ class MemoryStore:
                 ).all()
             }
         latest: dict[int, MemoryOutbox] = {p.memory_id: p for p in pending}
+        unindexable = sorted(mid for mid in latest if mid < FIRST_INDEXABLE_ID)
+        if unindexable:
+            log.error(
+                "memories %s have ids the vector index cannot hold; they stay out of it "
+                "(see `cairn memory doctor`)",
+                ", ".join(f"#{mid}" for mid in unindexable),
+            )
+            for mid in unindexable:
+                del latest[mid]
         live = [
             m
             for mid, entry in latest.items()
@@ -808,17 +818,15 @@ class MemoryStore:
         except IndexUnavailable as exc:
             log.warning("cannot reconcile the index: %s", exc)
             return replayed, 0
+        indexable = (
+            col(MemoryRow.retracted).is_(False),
+            col(MemoryRow.id) >= FIRST_INDEXABLE_ID,
+        )
         with self.db.session() as s:
-            live = int(
-                s.exec(
-                    select(func.count())
-                    .select_from(MemoryRow)
-                    .where(col(MemoryRow.retracted).is_(False))
-                ).one()
-            )
+            live = int(s.exec(select(func.count()).select_from(MemoryRow).where(*indexable)).one())
             if indexed >= live:
                 return replayed, 0
-            ids = s.exec(select(MemoryRow.id).where(col(MemoryRow.retracted).is_(False))).all()
+            ids = s.exec(select(MemoryRow.id).where(*indexable)).all()
             for mid in ids:
                 s.add(MemoryOutbox(memory_id=mid or 0, op="upsert"))
         self.flush_outbox()
@@ -881,6 +889,17 @@ def _aware(value: datetime) -> datetime:
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def checked_memory(text: str, kind: str) -> str:
+    """``text`` as a memory of ``kind`` is stored (cleaned), after every check a write applies.
+
+    Raises InvalidInput for empty or oversized text, control characters and unknown kinds.
+    """
+    text = _validated_text(text)
+    if kind not in MEMORY_KINDS:
+        raise InvalidInput(f"unknown memory kind {kind!r}; use one of {', '.join(MEMORY_KINDS)}")
+    return text
 
 
 def _validated_text(text: str) -> str:

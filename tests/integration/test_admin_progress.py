@@ -68,7 +68,7 @@ def test_export_import_gc_and_reindex_drive_their_progress_to_the_total(
     assert [done for done, _ in exported.calls] == list(range(1, n + 1))
 
     imported = _Heard()
-    report = import_memories(runtime.db, lines, tenant="globex", progress=imported)
+    report = import_memories(runtime.db, lines, tenant="globex", move=True, progress=imported)
     assert report.imported == n
     assert imported.last == (n, n)
 

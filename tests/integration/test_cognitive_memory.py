@@ -25,25 +25,6 @@ OPS = Scope("acme", "ops", "C1", "ann", "t1")
 REVIEW = Scope("acme", "review", "C2", "bob", "t2")
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite", id="sqlite"),
-        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-    ]
-)
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    """A migrated, empty database: an SQLite file or a fresh PostgreSQL database."""
-    url = (
-        f"sqlite:///{tmp_path / 'cairn.db'}"
-        if request.param == "sqlite"
-        else request.getfixturevalue("postgres_url")
-    )
-    db = Database(url)
-    db.migrate()
-    yield db
-    db.dispose()
-
-
 def _store(db: Database, folder: Path) -> MemoryStore:
     embedder = build_embedder("packaged")
     assert embedder is not None
