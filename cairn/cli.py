@@ -208,7 +208,7 @@ def run() -> None:
 @click.option("--concurrency", "-c", default=2, show_default=True, help="Parallel tasks.")
 @click.option("--loglevel", "-l", default="INFO", show_default=True)
 @click.option("--pool", default=None, help="Celery pool (default: threads with local Qdrant).")
-@click.option("--beat", is_flag=True, help="Also run the periodic jobs (one worker only).")
+@click.option("--beat", is_flag=True, help="Also run the periodic jobs (one beat schedules).")
 def worker(concurrency: int, loglevel: str, pool: str | None, beat: bool) -> None:
     """Run a Celery worker that handles sessions queued on CAIRN_BROKER_URL.
 
@@ -241,7 +241,8 @@ def worker(concurrency: int, loglevel: str, pool: str | None, beat: bool) -> Non
             "--without-mingle",
         ]
         if beat:
-            argv += ["--beat", f"--schedule={settings.home_dir / 'celerybeat-schedule'}"]
+            # Any number of workers may run a beat: one schedules, the others stand by.
+            argv.append("--beat")
         _serve_metrics(settings)
         if chosen != "prefork":
             # Load the embedding model and open the stores before taking work, so the first

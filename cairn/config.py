@@ -366,7 +366,8 @@ class Settings(BaseSettings):
     memo_keep_expired: float = Field(
         default=7 * 86400.0, ge=0, validation_alias=_env("CAIRN_MEMO_KEEP_EXPIRED")
     )
-    # A dead worker's session lock frees after this many seconds (held locks are renewed).
+    # A dead worker's session lock, and a dead beat's scheduler lock, free after this many
+    # seconds (held locks are renewed).
     lock_ttl: float = Field(default=30.0, ge=3, validation_alias=_env("CAIRN_LOCK_TTL"))
     # How long a task waits for a busy session before leaving it to the lock's holder (which
     # looks for pending events again after releasing it); 0 means one attempt.

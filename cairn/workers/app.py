@@ -41,6 +41,8 @@ def configure_celery(settings: Settings) -> Celery:
         broker_transport=(
             "cairn.workers.broker:Transport" if is_redis_url(settings.broker_url) else None
         ),
+        # Exactly one beat schedules, however many run (see cairn.workers.beat).
+        beat_scheduler="cairn.workers.beat:OneScheduler",
         beat_schedule={
             "reconcile-index": {
                 "task": "cairn.reconcile_index",
