@@ -11,10 +11,12 @@ import json
 import logging
 import time
 import urllib.parse
+from http.client import HTTPConnection
 from typing import Any
 
 import pytest
 
+from cairn.bot.slack.frontend import MAX_BODY_BYTES
 from tests.support.slack_api import BOT_USER, event_payload, signed_headers
 from tests.support.slack_harness import SIGNING_SECRET, Harness, running_slack
 
@@ -226,3 +228,16 @@ def test_slacks_unsigned_certificate_check_is_still_answered(http: Harness) -> N
     body = b"ssl_check=1&token=legacy-verification-token"
     status, _ = http.post_raw(body, {"Content-Type": FORM})
     assert status == 200
+
+
+def test_a_body_over_the_size_limit_is_413_before_it_is_sent(http: Harness) -> None:
+    connection = HTTPConnection("127.0.0.1", http.frontend.http_port, timeout=10)
+    try:
+        connection.putrequest("POST", "/slack/events")
+        connection.putheader("Content-Type", JSON)
+        connection.putheader("Content-Length", str(MAX_BODY_BYTES + 1))
+        connection.endheaders()  # and not a byte of the body: the answer comes first
+        assert connection.getresponse().status == 413
+    finally:
+        connection.close()
+    assert_still_answers(http)

@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/healthz"
+# The largest request body served (413 above it); Slack's own payloads are far smaller.
+MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 class SlackFrontend:
@@ -125,6 +127,8 @@ class SlackFrontend:
             threads=8,
             ident="cairn",
             clear_untrusted_proxy_headers=True,
+            # Read before any signature check: anyone could send a gigabyte (waitress's default).
+            max_request_body_size=MAX_BODY_BYTES,
         )
         http = threading.Thread(target=self._server.run, name="slack-http", daemon=True)
         http.start()
