@@ -133,7 +133,24 @@ def _workers(settings: Settings) -> Check:
             "start one with `cairn worker` (messages wait in the queue until then)",
         )
     names = sorted(name for reply in replies for name in reply)
-    return Check("workers", "ok", f"{len(names)} worker(s): {', '.join(names)}")
+    return Check("workers", "ok", f"{len(names)} worker(s): {', '.join(names)}; {_beat(settings)}")
+
+
+def _beat(settings: Settings) -> str:
+    """Which beat schedules the periodic jobs (ADR 0018), in words."""
+    import redis
+
+    from cairn.workers.beat import scheduler_holder
+
+    assert settings.broker_url is not None
+    try:
+        with redis.Redis.from_url(settings.broker_url, socket_timeout=2.0) as client:
+            holder = scheduler_holder(client)
+    except redis.RedisError as exc:
+        return f"the periodic jobs' scheduler is unknown ({type(exc).__name__})"
+    if holder is None:
+        return "no beat schedules the periodic jobs (run one worker with --beat)"
+    return f"periodic jobs scheduled by the beat {holder}"
 
 
 def _vectors(settings: Settings) -> Check:

@@ -9,6 +9,7 @@ the process that sent it (``origin: gen<pid>@host``).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -149,7 +150,10 @@ def test_a_beat_ends_with_its_worker_killed_by_sigkill(
 
 
 def test_two_beats_schedule_once_and_the_standby_takes_over_after_a_sigkill(
-    tmp_path: Path, watch: BeatWatch, beat_workers: StartWorker
+    tmp_path: Path,
+    watch: BeatWatch,
+    beat_workers: StartWorker,
+    private_redis: PrivateRedis,  # noqa: F811 - the fixture imported above
 ) -> None:
     workers = {beat_workers(name): name for name in ("one", "two")}  # both at once
     for proc, name in workers.items():
@@ -173,3 +177,11 @@ def test_two_beats_schedule_once_and_the_standby_takes_over_after_a_sigkill(
     assert _parent(second) == standby.pid
     time.sleep(2 * INTERVAL)
     assert watch.senders(since=killed + 0.5) == {second}
+
+    # cairn doctor names the beat that schedules.
+    env = _env(tmp_path / "doctor", CAIRN_BROKER_URL=private_redis.url)
+    done = subprocess.run(
+        [*CAIRN, "doctor", "--json"], env=env, capture_output=True, text=True, timeout=120
+    )
+    workers_check = next(c for c in json.loads(done.stdout) if c["name"] == "workers")
+    assert f":{second}:" in workers_check["detail"], workers_check
