@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from datetime import timedelta
 
-from sqlalchemy import func
+from sqlalchemy import func, update
 from sqlmodel import col, select
 
 from cairn.db.models import AgentSession, EventStatus, SessionEvent, Tenant, utcnow
@@ -85,28 +85,40 @@ def stale_sessions(rt: Runtime, *, older_than: float) -> list[int]:
 def end_idle_sessions(rt: Runtime, *, idle: float) -> list[int]:
     """End open sessions without activity for ``idle`` seconds; returns their ids.
 
-    A hook that fails is logged and does not keep the session open; the next message in the
-    thread reopens it.
+    The session-end hooks run while the session is still open, and it is marked ended after
+    them: a crash in between leaves it open, so the next run reviews it again (a hook that
+    ends the session itself does so in its own transaction). A hook that fails is logged and
+    does not keep the session open; the next message in the thread reopens it. A session that
+    a message woke meanwhile stays open.
     """
     cutoff = utcnow() - timedelta(seconds=idle)
     with rt.db.session() as s:
-        sessions = s.exec(
-            select(AgentSession).where(
-                AgentSession.status == "open", col(AgentSession.updated_at) < cutoff
-            )
-        ).all()
-        ended = []
-        for session in sessions:
-            session.status = "ended"
-            session.ended_at = utcnow()
-            s.add(session)
-            ended.append(session.id or 0)
-    for session_id in ended:
+        idle_ids = list(
+            s.exec(
+                select(AgentSession.id).where(
+                    AgentSession.status == "open", col(AgentSession.updated_at) < cutoff
+                )
+            ).all()
+        )
+    ended = []
+    for session_id in idle_ids:
+        assert session_id is not None
         for hook in SESSION_END_HOOKS:
             try:
                 hook(rt, session_id)
             except Exception:
                 log.exception("session-end hook %s failed for session %s", hook, session_id)
+        with rt.db.session() as s:
+            s.exec(
+                update(AgentSession)
+                .where(
+                    col(AgentSession.id) == session_id,
+                    col(AgentSession.status) == "open",
+                    col(AgentSession.updated_at) < cutoff,
+                )
+                .values(status="ended", ended_at=utcnow())
+            )
+        ended.append(session_id)
     return ended
 
 

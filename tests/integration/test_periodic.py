@@ -100,3 +100,24 @@ def test_learning_extraction_is_a_session_end_hook() -> None:
     from cairn.memory.learnings import end_session
 
     assert end_session in periodic.SESSION_END_HOOKS
+
+
+def test_a_crash_while_the_hooks_run_leaves_the_session_to_be_reviewed_next_time(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def dies(rt: Runtime, session_id: int) -> None:
+        raise SystemExit("the worker is killed while the learnings are extracted")
+
+    session = _message(runtime, "t")
+    handle_pending(runtime, session)
+    _age(runtime, AgentSession, "updated_at", 7200)
+    monkeypatch.setattr(periodic, "SESSION_END_HOOKS", [dies])
+    with pytest.raises(SystemExit):
+        periodic.end_idle_sessions(runtime, idle=3600)
+    assert EventLog(runtime.db).session(session).status == "open"  # not yet reviewed
+
+    reviewed: list[int] = []
+    monkeypatch.setattr(periodic, "SESSION_END_HOOKS", [lambda rt, sid: reviewed.append(sid)])
+    assert periodic.end_idle_sessions(runtime, idle=3600) == [session]
+    assert reviewed == [session]
+    assert EventLog(runtime.db).session(session).status == "ended"
