@@ -7,6 +7,7 @@ message naming the variable when one is missing or contradictory.
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -119,10 +120,49 @@ def main() -> None:
     """Cairn: a chat-ops bot for Slack and Matrix whose agents remember."""
 
 
+def name_checker(field: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback for an option naming a thread, user, agent... (``field`` is a key of
+    :data:`cairn.bot.events.NAME_LIMITS`): the value, or None when the option was not given.
+
+    Raises click.BadParameter (a usage error) when the value is empty, longer than the schema
+    keeps, or has a control character or an undecodable byte.
+    """
+
+    def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        from cairn.bot.events import checked_name  # the schema is not imported for --help
+
+        if value is None:
+            return None
+        if not str(value).strip():
+            raise click.BadParameter("cannot be empty", ctx, param)
+        try:
+            return checked_name(field, str(value))
+        except CairnError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from exc
+
+    return check
+
+
 @main.command()
-@click.option("--thread", default="main", show_default=True, help="Thread to start in.")
-@click.option("--user", default=None, help="Who is speaking (default: your login name).")
-@click.option("--agent", default=None, help="Agent to address (default: CAIRN_AGENT).")
+@click.option(
+    "--thread",
+    default="main",
+    show_default=True,
+    callback=name_checker("thread"),
+    help="Thread to start in.",
+)
+@click.option(
+    "--user",
+    default=None,
+    callback=name_checker("user"),
+    help="Who is speaking (default: your login name).",
+)
+@click.option(
+    "--agent",
+    default=None,
+    callback=name_checker("agent"),
+    help="Agent to address (default: CAIRN_AGENT).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per bot output.")
 def chat(thread: str, user: str | None, agent: str | None, as_json: bool) -> None:
     """Chat with Cairn in this terminal (a console thread).
@@ -159,6 +199,13 @@ def chat(thread: str, user: str | None, agent: str | None, as_json: bool) -> Non
 
 
 def _lines() -> Iterator[str]:
+    """Standard input, line by line, until its end (or Ctrl-C on a terminal).
+
+    Bytes that are not valid in the input's encoding never end the stream: they arrive as
+    lone surrogates, and the console refuses that one line with a clear error.
+    """
+    if isinstance(sys.stdin, io.TextIOWrapper):
+        sys.stdin.reconfigure(errors="surrogateescape")
     if sys.stdin.isatty():
         while True:
             try:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO, TypeVar
 
 from cairn.bot.emoji import emoji_name
-from cairn.bot.events import ChatEvent, EventType
+from cairn.bot.events import ChatEvent, EventType, checked_name, printable
 from cairn.bot.ingest import Admission
 from cairn.bot.outbox import Outbox
 from cairn.bot.pipeline import Pipeline
@@ -137,7 +137,8 @@ class Console:
         elif name in {"thread", "user", "agent"}:
             if not arg:
                 raise CairnError(f"/{name} needs a name, e.g. /{name} ops")
-            setattr(self.state, name, arg)
+            # Refused before it is used: the previous name stays, and the conversation goes on.
+            setattr(self.state, name, checked_name(name, arg))
             self._hint(f"{name} is now {arg}")
         elif name in {"react", "unreact"}:
             if not arg:
@@ -289,13 +290,13 @@ class Console:
     def _emit(self, kind: str, text: str, **fields: Any) -> None:
         if self.as_json:
             record = {"type": kind, "text": text, "thread": self.state.thread, **fields}
-            self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self.out.write(printable(json.dumps(record, ensure_ascii=False)) + "\n")
         elif kind == "reply":
-            self.out.write(f"{fields.get('agent') or 'cairn'}> {text}\n")
+            self.out.write(printable(f"{fields.get('agent') or 'cairn'}> {text}") + "\n")
         elif kind == "error":
-            self.err.write(f"error: {text}\n")
+            self.err.write(printable(f"error: {text}") + "\n")
         else:
-            self.out.write(f"  [{kind}] {text}\n")
+            self.out.write(printable(f"  [{kind}] {text}") + "\n")
         self.out.flush()
 
     def _status(self, text: str) -> None:

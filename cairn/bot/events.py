@@ -2,14 +2,63 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from cairn.db.models import (
+    AGENT_CHARS,
+    CHANNEL_CHARS,
+    EMOJI_CHARS,
+    PLATFORM_CHARS,
+    REF_CHARS,
+    TENANT_CHARS,
+    THREAD_CHARS,
+    USER_CHARS,
+)
 from cairn.errors import InvalidInput
 
-__all__ = ["ChatEvent", "ChatReply", "EventType", "clean_text"]
+__all__ = [
+    "NAME_LIMITS",
+    "ChatEvent",
+    "ChatReply",
+    "EventType",
+    "checked_name",
+    "clean_text",
+    "printable",
+]
+
+# The longest value each name of a ChatEvent may have: the width of the column that keeps it.
+NAME_LIMITS: Mapping[str, int] = {
+    "platform": PLATFORM_CHARS,
+    "tenant": TENANT_CHARS,
+    "channel": CHANNEL_CHARS,
+    "thread": THREAD_CHARS,
+    "user": USER_CHARS,
+    "agent": AGENT_CHARS,
+    "event_id": REF_CHARS,
+    "reaction": EMOJI_CHARS,
+    "target_id": REF_CHARS,
+}
+
+_LABELS = {
+    "platform": "platform name",
+    "tenant": "tenant id",
+    "channel": "channel id",
+    "thread": "thread name",
+    "user": "user name",
+    "agent": "agent name",
+    "event_id": "event id",
+    "reaction": "emoji name",
+    "target_id": "id of the message reacted to",
+}
+
+# A lone surrogate is what an undecodable byte becomes (surrogateescape), or what a broken
+# "\ud83d" escape in JSON decodes to; no database and no UTF-8 stream can take one.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class EventType(StrEnum):
@@ -54,11 +103,31 @@ class ChatEvent:
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def validated(self, max_chars: int) -> ChatEvent:
-        """This event with its text cleaned; raises InvalidInput on a malformed event."""
+        """This event with its text cleaned.
+
+        Raises InvalidInput, naming the field, when a name is missing, longer than the schema
+        keeps (see NAME_LIMITS) or not printable, or when the text is empty, too long or not
+        valid UTF-8.
+        """
         for name in ("platform", "tenant", "channel", "thread", "user"):
             if not getattr(self, name):
                 raise InvalidInput(f"chat event has no {name}")
+        for name in NAME_LIMITS:
+            value = getattr(self, name)
+            if value:
+                checked_name(name, value)
+        if self.message_id and len(self.channel) + 1 + len(self.message_id) > REF_CHARS:
+            raise InvalidInput(
+                f"the message id is {len(self.message_id)} characters long; in channel "
+                f"{self.channel[:40]!r} the limit is {REF_CHARS - len(self.channel) - 1}"
+            )
         if self.type is EventType.MESSAGE:
+            bad = _SURROGATE.search(self.text)
+            if bad is not None:
+                raise InvalidInput(
+                    f"the message is not valid UTF-8 text (character {bad.start() + 1} is an "
+                    "undecodable byte or a broken escape); it was not sent. Send it as UTF-8."
+                )
             text = clean_text(self.text)
             if not text:
                 raise InvalidInput("the message is empty")
@@ -77,6 +146,30 @@ def _replace(event: ChatEvent, **changes: Any) -> ChatEvent:
     values = {name: getattr(event, name) for name in ChatEvent.__slots__}
     values.update(changes)
     return ChatEvent(**values)
+
+
+def checked_name(field: str, value: str) -> str:
+    """``value`` when it fits as the ChatEvent field ``field`` (a key of NAME_LIMITS).
+
+    Raises InvalidInput naming the field and its limit when ``value`` is longer than the
+    schema keeps, or has a control character or an undecodable byte.
+    """
+    label, limit = _LABELS[field], NAME_LIMITS[field]
+    if len(value) > limit:
+        raise InvalidInput(
+            f"the {label} is {len(value)} characters long; the limit is {limit} characters"
+        )
+    if _SURROGATE.search(value) or any(unicodedata.category(ch) == "Cc" for ch in value):
+        raise InvalidInput(
+            f"the {label} {printable(value)!r} has a control character or an undecodable byte"
+        )
+    return value
+
+
+def printable(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD, so that writing it as UTF-8
+    cannot fail (what an undecodable byte or a broken escape left in it)."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def clean_text(text: str) -> str:

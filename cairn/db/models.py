@@ -14,6 +14,14 @@ from sqlalchemy import JSON, Column, DateTime, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 __all__ = [
+    "AGENT_CHARS",
+    "CHANNEL_CHARS",
+    "EMOJI_CHARS",
+    "PLATFORM_CHARS",
+    "REF_CHARS",
+    "TENANT_CHARS",
+    "THREAD_CHARS",
+    "USER_CHARS",
     "AgentRow",
     "AgentSession",
     "Artifact",
@@ -36,6 +44,20 @@ __all__ = [
     "Tenant",
     "utcnow",
 ]
+
+
+# The longest names and platform ids the schema keeps, in characters. The columns below are
+# declared with them and the edges (ChatEvent.validated, the console, the command line) refuse
+# longer values by them, so that PostgreSQL (which rejects an over-long value) and SQLite
+# (which stores it) behave the same. Changing one is a schema change: it needs a migration.
+PLATFORM_CHARS = 32  # "slack", "matrix", "console"
+TENANT_CHARS = 200  # a Slack workspace, a Matrix homeserver, the console's tenant
+CHANNEL_CHARS = 200  # a Slack channel id, a Matrix room id
+THREAD_CHARS = 200  # a thread's ref within its channel; one thread is one session
+USER_CHARS = 200  # a person's (or a bot's) id: authors, senders, who retracted
+AGENT_CHARS = 64  # an agent's name
+REF_CHARS = 300  # a platform's event id, or a message ref "channel:message id"
+EMOJI_CHARS = 100  # a reaction's emoji name
 
 
 def utcnow() -> datetime:
@@ -80,8 +102,8 @@ class Tenant(SQLModel, table=True):
 
     __tablename__ = "tenant"
 
-    id: str = Field(primary_key=True, max_length=200)
-    platform: str = Field(max_length=32)
+    id: str = Field(primary_key=True, max_length=TENANT_CHARS)
+    platform: str = Field(max_length=PLATFORM_CHARS)
     name: str = Field(default="", max_length=200)
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
@@ -95,8 +117,8 @@ class AgentRow(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_agent_tenant_name"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    tenant_id: str = Field(foreign_key="tenant.id", max_length=200)
-    name: str = Field(max_length=64)
+    tenant_id: str = Field(foreign_key="tenant.id", max_length=TENANT_CHARS)
+    name: str = Field(max_length=AGENT_CHARS)
     description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     instructions: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     created_at: datetime = Field(
@@ -113,11 +135,11 @@ class AgentSession(SQLModel, table=True):
     )
 
     id: int | None = Field(default=None, primary_key=True)
-    tenant_id: str = Field(foreign_key="tenant.id", max_length=200, index=True)
-    platform: str = Field(max_length=32)
-    channel: str = Field(max_length=200)
-    thread_ref: str = Field(max_length=200)
-    agent: str = Field(max_length=64)
+    tenant_id: str = Field(foreign_key="tenant.id", max_length=TENANT_CHARS, index=True)
+    platform: str = Field(max_length=PLATFORM_CHARS)
+    channel: str = Field(max_length=CHANNEL_CHARS)
+    thread_ref: str = Field(max_length=THREAD_CHARS)
+    agent: str = Field(max_length=AGENT_CHARS)
     status: str = Field(default="open", max_length=16)
     last_seq: int = Field(default=0)
     created_at: datetime = Field(
@@ -144,16 +166,16 @@ class SessionEvent(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     session_id: int = Field(foreign_key="agent_session.id")
-    tenant_id: str = Field(max_length=200)
+    tenant_id: str = Field(max_length=TENANT_CHARS)
     seq: int
     kind: str = Field(max_length=16)
     status: str = Field(default=EventStatus.DONE, max_length=16)
     # Platform ids used for dedupe: the event id, and "channel:ts" for a message, so that
     # Slack's app_mention + message double delivery and retries collapse into one row.
-    event_ref: str | None = Field(default=None, max_length=300)
-    message_ref: str | None = Field(default=None, max_length=300)
-    user: str = Field(default="", max_length=200)
-    agent: str = Field(default="", max_length=64)
+    event_ref: str | None = Field(default=None, max_length=REF_CHARS)
+    message_ref: str | None = Field(default=None, max_length=REF_CHARS)
+    user: str = Field(default="", max_length=USER_CHARS)
+    agent: str = Field(default="", max_length=AGENT_CHARS)
     text: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     data: dict[str, Any] = _json()
     created_at: datetime = Field(
@@ -174,18 +196,18 @@ class OutboundMessage(SQLModel, table=True):
     session_id: int = Field(foreign_key="agent_session.id", index=True)
     cause_event_id: int = Field(foreign_key="session_event.id")
     seq: int = Field(default=0)
-    tenant_id: str = Field(max_length=200)
-    platform: str = Field(max_length=32)
-    channel: str = Field(max_length=200)
-    thread_ref: str = Field(max_length=200)
+    tenant_id: str = Field(max_length=TENANT_CHARS)
+    platform: str = Field(max_length=PLATFORM_CHARS)
+    channel: str = Field(max_length=CHANNEL_CHARS)
+    thread_ref: str = Field(max_length=THREAD_CHARS)
     kind: str = Field(default="reply", max_length=16)
-    agent: str = Field(default="", max_length=64)
+    agent: str = Field(default="", max_length=AGENT_CHARS)
     text: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     data: dict[str, Any] = _json()
     status: str = Field(default=OutboundStatus.PENDING, max_length=16)
     attempts: int = Field(default=0)
     last_error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
-    message_ref: str | None = Field(default=None, max_length=300, index=True)
+    message_ref: str | None = Field(default=None, max_length=REF_CHARS, index=True)
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
     )
@@ -204,21 +226,21 @@ class MemoryRow(SQLModel, table=True):
     )
 
     id: int | None = Field(default=None, primary_key=True)
-    tenant_id: str = Field(foreign_key="tenant.id", max_length=200)
-    agent: str | None = Field(default=None, max_length=64)
-    channel: str | None = Field(default=None, max_length=200)
-    user_id: str | None = Field(default=None, max_length=200)
-    thread_ref: str | None = Field(default=None, max_length=200)
+    tenant_id: str = Field(foreign_key="tenant.id", max_length=TENANT_CHARS)
+    agent: str | None = Field(default=None, max_length=AGENT_CHARS)
+    channel: str | None = Field(default=None, max_length=CHANNEL_CHARS)
+    user_id: str | None = Field(default=None, max_length=USER_CHARS)
+    thread_ref: str | None = Field(default=None, max_length=THREAD_CHARS)
     visibility: str = Field(default="private", max_length=16)
     scope_key: str = Field(max_length=600)
     kind: str = Field(default="fact", max_length=16)
     text: str = Field(sa_column=Column(Text, nullable=False))
     content_hash: str = Field(max_length=64)
-    source_platform: str = Field(default="", max_length=32)
-    source_channel: str = Field(default="", max_length=200)
-    source_thread: str = Field(default="", max_length=200)
-    source_message: str = Field(default="", max_length=300)
-    author: str = Field(default="", max_length=200)
+    source_platform: str = Field(default="", max_length=PLATFORM_CHARS)
+    source_channel: str = Field(default="", max_length=CHANNEL_CHARS)
+    source_thread: str = Field(default="", max_length=THREAD_CHARS)
+    source_message: str = Field(default="", max_length=REF_CHARS)
+    author: str = Field(default="", max_length=USER_CHARS)
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
     )
@@ -240,7 +262,7 @@ class MemoryRow(SQLModel, table=True):
     retracted_at: datetime | None = Field(
         default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
     )
-    retracted_by: str = Field(default="", max_length=200)
+    retracted_by: str = Field(default="", max_length=USER_CHARS)
     retraction_reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
 
 
@@ -269,11 +291,11 @@ class MemoryAudit(SQLModel, table=True):
     __tablename__ = "memory_audit"
 
     id: int | None = Field(default=None, primary_key=True)
-    tenant_id: str = Field(max_length=200)
+    tenant_id: str = Field(max_length=TENANT_CHARS)
     memory_id: int = Field(foreign_key="memory.id", index=True)
     action: str = Field(max_length=16)
-    actor: str = Field(max_length=200)  # the person or agent who did it
-    agent: str = Field(max_length=64)  # the agent in whose scope it was done
+    actor: str = Field(max_length=USER_CHARS)  # the person or agent who did it
+    agent: str = Field(max_length=AGENT_CHARS)  # the agent in whose scope it was done
     data: dict[str, Any] = _json()
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
@@ -299,12 +321,12 @@ class Reaction(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("outbound_id", "user", "emoji", name="uq_reaction_once"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    tenant_id: str = Field(max_length=200)
+    tenant_id: str = Field(max_length=TENANT_CHARS)
     outbound_id: int = Field(foreign_key="outbound_message.id", index=True)
-    user: str = Field(max_length=200)
-    emoji: str = Field(max_length=100)
+    user: str = Field(max_length=USER_CHARS)
+    emoji: str = Field(max_length=EMOJI_CHARS)
     effect: str = Field(max_length=16)
-    event_ref: str | None = Field(default=None, max_length=300, index=True)
+    event_ref: str | None = Field(default=None, max_length=REF_CHARS, index=True)
     data: dict[str, Any] = _json()
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
@@ -321,9 +343,9 @@ class MemoRow(SQLModel, table=True):
     __table_args__ = (Index("ix_memo_inbox", "tenant_id", "recipient"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    tenant_id: str = Field(foreign_key="tenant.id", max_length=200)
-    sender: str = Field(max_length=200)
-    recipient: str = Field(max_length=64)
+    tenant_id: str = Field(foreign_key="tenant.id", max_length=TENANT_CHARS)
+    sender: str = Field(max_length=USER_CHARS)
+    recipient: str = Field(max_length=AGENT_CHARS)
     text: str = Field(sa_column=Column(Text, nullable=False))
     priority: int = Field(default=0)
     created_at: datetime = Field(
@@ -342,7 +364,7 @@ class MemoReceipt(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     memo_id: int = Field(foreign_key="memo.id", index=True)
-    agent: str = Field(max_length=64)
+    agent: str = Field(max_length=AGENT_CHARS)
     read_at: datetime | None = Field(
         default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
     )
@@ -357,7 +379,7 @@ class Artifact(SQLModel, table=True):
     __tablename__ = "artifact"
 
     sha256: str = Field(primary_key=True, max_length=64)
-    tenant_id: str = Field(max_length=200, index=True)
+    tenant_id: str = Field(max_length=TENANT_CHARS, index=True)
     kind: str = Field(default="text", max_length=32)
     content: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = Field(
@@ -377,7 +399,7 @@ class ContextArtifact(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     session_id: int = Field(foreign_key="agent_session.id", index=True)
-    tenant_id: str = Field(max_length=200)
+    tenant_id: str = Field(max_length=TENANT_CHARS)
     sha256: str = Field(foreign_key="artifact.sha256", max_length=64, index=True)
     kind: str = Field(default="text", max_length=32)
     title: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
@@ -439,7 +461,7 @@ class DeadLetter(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     event_id: int = Field(foreign_key="session_event.id", index=True, unique=True)
     session_id: int = Field(foreign_key="agent_session.id")
-    tenant_id: str = Field(max_length=200)
+    tenant_id: str = Field(max_length=TENANT_CHARS)
     reason: str = Field(sa_column=Column(Text, nullable=False))
     attempts: int = Field(default=1)
     created_at: datetime = Field(

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
+from cairn.cli import name_checker
 from cairn.errors import InvalidInput, NotFound
 from cairn.memory.scope import Scope
 from cairn.memory.store import MEMORY_KINDS, Memory, MemoryStore
@@ -59,7 +60,12 @@ def _tenant_option(help: str, *, required: bool = False) -> Callable[[_Command],
 
 
 def _scope_options(fn: Any) -> Any:
-    fn = click.option("--agent", default=None, help="Agent (default: CAIRN_AGENT).")(fn)
+    fn = click.option(
+        "--agent",
+        default=None,
+        callback=name_checker("agent"),
+        help="Agent (default: CAIRN_AGENT).",
+    )(fn)
     return _tenant_option("Tenant (default: the console's).")(fn)
 
 
@@ -203,7 +209,13 @@ def _audit(store: MemoryStore, m: Memory, scope: Scope) -> list[dict[str, Any]]:
 @click.argument("memory_id", type=int)
 @_scope_options
 @click.option("--reason", default="", help="Why (kept for audit).")
-@click.option("--by", "by", default=None, help="Who retracts (default: your login name).")
+@click.option(
+    "--by",
+    "by",
+    default=None,
+    callback=name_checker("user"),
+    help="Who retracts (default: your login name).",
+)
 def memory_retract(
     memory_id: int, tenant: str | None, agent: str | None, reason: str, by: str | None
 ) -> None:
@@ -217,7 +229,13 @@ def memory_retract(
 
 def _share_command(action: str) -> Any:
     @_scope_options
-    @click.option("--by", "by", default=None, help="Who does it (default: your login name).")
+    @click.option(
+        "--by",
+        "by",
+        default=None,
+        callback=name_checker("user"),
+        help="Who does it (default: your login name).",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print the memory and its history.")
     @click.argument("memory_id", type=int)
     def command(
@@ -470,7 +488,7 @@ def memory_doctor(repair: bool, as_json: bool) -> None:
 
 
 @click.command("end")
-@click.argument("thread")
+@click.argument("thread", callback=name_checker("thread"))
 @_tenant_option("Tenant (default: the console's).")
 @click.option("--channel", default=None, help="Channel of the thread (default: any).")
 @click.option("--json", "as_json", is_flag=True, help="Print the learnings as JSON.")

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 import click
 
+from cairn.cli import name_checker
 from cairn.config import get_settings
 from cairn.db import Database
 from cairn.db.models import utcnow
@@ -54,11 +55,29 @@ def memo() -> None:
 
 @memo.command("send")
 @click.argument("text")
-@click.option("--to", "recipient", required=True, help="Agent name, or * for every agent.")
-@click.option("--from", "sender", default="operator", show_default=True, help="Who sends it.")
+@click.option(
+    "--to",
+    "recipient",
+    required=True,
+    callback=name_checker("agent"),
+    help="Agent name, or * for every agent.",
+)
+@click.option(
+    "--from",
+    "sender",
+    default="operator",
+    show_default=True,
+    callback=name_checker("user"),
+    help="Who sends it.",
+)
 @click.option("--priority", default=0, show_default=True, help="-10 (low) to 10 (urgent).")
 @click.option("--expires", default=None, help="Stop delivering after 30m, 12h, 2d, 1w...")
-@click.option("--tenant", default=None, help="Workspace (default: the console's).")
+@click.option(
+    "--tenant",
+    default=None,
+    callback=name_checker("tenant"),
+    help="Workspace (default: the console's).",
+)
 @click.option("--json", "as_json", is_flag=True)
 def send(
     text: str,
@@ -91,9 +110,14 @@ def send(
 
 
 @memo.command("list")
-@click.option("--agent", required=True, help="Whose inbox.")
+@click.option("--agent", required=True, callback=name_checker("agent"), help="Whose inbox.")
 @click.option("--all", "everything", is_flag=True, help="Include acknowledged memos.")
-@click.option("--tenant", default=None, help="Workspace (default: the console's).")
+@click.option(
+    "--tenant",
+    default=None,
+    callback=name_checker("tenant"),
+    help="Workspace (default: the console's).",
+)
 @click.option("--json", "as_json", is_flag=True)
 def list_memos(agent: str, everything: bool, tenant: str | None, as_json: bool) -> None:
     """List the memos waiting for AGENT, highest priority first (expired ones are gone)."""
@@ -114,8 +138,18 @@ def list_memos(agent: str, everything: bool, tenant: str | None, as_json: bool) 
 
 @memo.command("ack")
 @click.argument("memo_id", type=int)
-@click.option("--agent", required=True, help="The recipient acknowledging it.")
-@click.option("--tenant", default=None, help="Workspace (default: the console's).")
+@click.option(
+    "--agent",
+    required=True,
+    callback=name_checker("agent"),
+    help="The recipient acknowledging it.",
+)
+@click.option(
+    "--tenant",
+    default=None,
+    callback=name_checker("tenant"),
+    help="Workspace (default: the console's).",
+)
 def ack(memo_id: int, agent: str, tenant: str | None) -> None:
     """Mark memo MEMO_ID as dealt with by AGENT (it is no longer delivered to it)."""
     try:

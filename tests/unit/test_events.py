@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from sqlmodel import SQLModel
 
 from cairn.bot.emoji import emoji_name
 from cairn.bot.events import ChatEvent, EventType, clean_text
+from cairn.db.models import AgentSession, OutboundMessage, Reaction, SessionEvent, Tenant
 from cairn.errors import InvalidInput
 
 
@@ -75,3 +79,101 @@ def test_a_reaction_needs_its_emoji_and_target() -> None:
 )
 def test_emoji_names_are_normalised_across_platforms(given: str, name: str) -> None:
     assert emoji_name(given) == name
+
+
+# --- names longer than the schema keeps ----------------------------------------------------
+
+_IDS = {"platform": "p", "tenant": "t", "channel": "c", "thread": "th", "user": "u"}
+
+
+def _width(table: type[SQLModel], column: str) -> int:
+    """The width of ``table.column`` as the migrations create it (VARCHAR(n))."""
+    length = SQLModel.metadata.tables[str(table.__tablename__)].c[column].type.length
+    assert isinstance(length, int)
+    return length
+
+
+# Each name of an event, and a column it is kept in: the limit is that column's width.
+_KEPT_IN = {
+    "platform": (AgentSession, "platform"),
+    "tenant": (Tenant, "id"),
+    "channel": (AgentSession, "channel"),
+    "thread": (AgentSession, "thread_ref"),
+    "user": (SessionEvent, "user"),
+    "agent": (SessionEvent, "agent"),
+    "event_id": (SessionEvent, "event_ref"),
+}
+
+
+@pytest.mark.parametrize("field", sorted(_KEPT_IN))
+def test_a_name_as_long_as_its_column_is_taken(field: str) -> None:
+    limit = _width(*_KEPT_IN[field])
+    event = ChatEvent(text="hi", **{**_IDS, field: "x" * limit})
+    assert getattr(event.validated(100), field) == "x" * limit
+
+
+@pytest.mark.parametrize("field", sorted(_KEPT_IN))
+def test_a_name_longer_than_its_column_is_refused_naming_the_field_and_the_limit(
+    field: str,
+) -> None:
+    limit = _width(*_KEPT_IN[field])
+    event = ChatEvent(text="hi", **{**_IDS, field: "x" * (limit + 1)})
+    label = field.replace("_", " ")
+    with pytest.raises(InvalidInput, match=rf"{label}.* {limit + 1} characters.*limit is {limit}"):
+        event.validated(100)
+
+
+def _reaction(emoji: str, target: str) -> ChatEvent:
+    return ChatEvent(
+        **_IDS, type=EventType.REACTION_ADDED, event_id="e", reaction=emoji, target_id=target
+    )
+
+
+def test_a_reaction_with_an_emoji_name_longer_than_the_schema_keeps_is_refused() -> None:
+    limit = _width(Reaction, "emoji")
+    assert _reaction("x" * limit, "console:1").validated(100).reaction == "x" * limit
+    with pytest.raises(InvalidInput, match=rf"emoji name is {limit + 1} .*limit is {limit}"):
+        _reaction("x" * (limit + 1), "console:1").validated(100)
+
+
+def test_a_reaction_on_an_over_long_message_id_is_refused() -> None:
+    limit = _width(OutboundMessage, "message_ref")
+    with pytest.raises(InvalidInput, match=rf"message reacted to is {limit + 1} "):
+        _reaction("+1", "x" * (limit + 1)).validated(100)
+
+
+def test_a_message_id_is_refused_when_the_ref_with_its_channel_is_too_long() -> None:
+    limit = _width(SessionEvent, "message_ref")
+    room = "!" + "r" * 98 + ":example.org"  # a Matrix room id of 111 characters
+    fits = "$" + "e" * (limit - len(room) - 2)  # "room:event" is exactly the limit
+    event = ChatEvent(**{**_IDS, "channel": room}, text="hi", message_id=fits)
+    assert event.validated(100).message_id == fits
+    with pytest.raises(InvalidInput, match=rf"message id .*limit is {limit - len(room) - 1}"):
+        replace(event, message_id=fits + "e").validated(100)
+
+
+def test_a_matrix_event_from_a_long_room_and_user_is_refused_not_stored() -> None:
+    room = "!" + "r" * 240 + ":example.org"
+    user = "@" + "u" * 240 + ":example.org"
+    event = ChatEvent(
+        platform="matrix", tenant="example.org", channel=room, thread="$t", user=user, text="hi"
+    )
+    with pytest.raises(InvalidInput, match=r"channel id is 253 characters long"):
+        event.validated(100)
+    with pytest.raises(InvalidInput, match=r"user name is 253 characters long"):
+        replace(event, channel="!room:example.org").validated(100)
+
+
+@pytest.mark.parametrize("field", ["thread", "user", "agent"])
+def test_a_name_with_a_control_character_or_an_undecodable_byte_is_refused(field: str) -> None:
+    for bad in ("a\x00b", "a\udcffb"):
+        with pytest.raises(InvalidInput, match="control character or an undecodable byte"):
+            ChatEvent(text="hi", **{**_IDS, field: bad}).validated(100)
+
+
+def test_a_message_with_undecodable_bytes_is_refused_as_not_utf8() -> None:
+    # What `cairn chat` reads from b"hello \xff\xfe there" (surrogateescape), or a broken
+    # "\ud83d" escape in a JSON payload: no database can store it.
+    for text in ("hello \udcff\udcfe there", "broken\ud83d emoji"):
+        with pytest.raises(InvalidInput, match=r"not valid UTF-8 .*character 7"):
+            _message(text).validated(100)
