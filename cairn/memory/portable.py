@@ -25,7 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from cairn.db import Database
-from cairn.db.models import MemoryOutbox, MemoryRow, Tenant
+from cairn.db.models import TENANT_CHARS, MemoryOutbox, MemoryRow, Tenant
 from cairn.errors import InvalidInput, StorageError, first_line
 from cairn.memory.scope import Scope, Visibility
 from cairn.memory.store import FIRST_INDEXABLE_ID, checked_memory, content_hash
@@ -42,7 +42,7 @@ _COUNTS = ("recall_count", "disputes", "merges")
 _SCORES = ("validity", "usefulness")
 # What a chat write can choose; ``public`` is set by people or code, never read from a file.
 _VISIBILITIES = (Visibility.PRIVATE.value, Visibility.TEAM.value)
-_TENANT_CHARS = MemoryRow.model_fields["tenant_id"].metadata[0].max_length
+_TENANT_CHARS = TENANT_CHARS  # one limit everywhere (cairn.db.models)
 
 
 @dataclass(frozen=True, slots=True)
