@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from tests.e2e.test_console_chat import _env, _wait_ready, chat
 from tests.support.messages_server import MessagesServer, Reply, text_message
+from tests.support.private_redis import PrivateRedis
 from tests.support.slack_api import BOT_TOKEN, BOT_USER, SlackAPI, event_payload, signed_headers
 from tests.support.slack_harness import SIGNING_SECRET
 from tests.support.tcp_proxy import TcpProxy
@@ -39,55 +38,6 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-class PrivateRedis:
-    """A Redis server of this test's own, so the test may stop and restart it."""
-
-    def __init__(self, folder: Path) -> None:
-        binary = shutil.which("redis-server") or str(Path(sys.executable).parent / "redis-server")
-        if not Path(binary).exists():
-            pytest.skip("no redis-server binary to start a private Redis")
-        self.binary, self.folder, self.port = binary, folder, _free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.folder),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        client = redis.Redis.from_url(self.url)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                if client.ping():
-                    return
-            except redis.RedisError:
-                time.sleep(0.1)
-        pytest.fail("private Redis did not start")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=20)
-            self.proc = None
 
 
 @pytest.fixture
