@@ -298,7 +298,7 @@ class MemoryStore:
         if vector is not None:
             self._vectors[created.id] = vector
         if flush:
-            self.flush_outbox()
+            self._flush_after_write()
         return Remembered(created, created=True)
 
     def _embed_one(self, text: str) -> list[float] | None:
@@ -376,7 +376,7 @@ class MemoryStore:
                 assert row.id is not None
                 s.add(MemoryOutbox(memory_id=row.id, op="upsert"))
             memory = Memory.from_row(row)
-        self.flush_outbox()
+        self._flush_after_write()
         return memory
 
     def _ensure_tenant(self, tenant: str, platform: str) -> None:
@@ -411,7 +411,7 @@ class MemoryStore:
                 s.add(row)
                 s.add(MemoryOutbox(memory_id=memory_id, op="delete"))
             memory = Memory.from_row(row)
-        self.flush_outbox()
+        self._flush_after_write()
         return memory
 
     def adjust(
@@ -446,7 +446,7 @@ class MemoryStore:
             row.updated_at = utcnow()
             s.add(row)
             s.add(MemoryOutbox(memory_id=memory_id, op="upsert"))
-        self.flush_outbox()
+        self._flush_after_write()
 
     # --- reads --------------------------------------------------------------------------
 
@@ -725,6 +725,18 @@ class MemoryStore:
             if done < limit:
                 return applied
 
+    def _flush_after_write(self) -> None:
+        """Bring the index up to date after a committed write, best effort.
+
+        The write is done and its outbox entry is safe in the database: a failure here must not
+        make the caller think the write failed (a retried turn would then find its own memory
+        and say it knew it already). A later flush, at start or on schedule, replays it.
+        """
+        try:
+            self.flush_outbox()
+        except Exception:
+            log.exception("index update after a write failed; the outbox replays it later")
+
     def _flush_batch(self, limit: int) -> int:
         assert self.index is not None
         with self.db.session() as s:
@@ -788,12 +800,15 @@ class MemoryStore:
     def _vectors_for(self, rows: list[MemoryRow]) -> list[list[float] | None]:
         if self.embedder is None:
             return [None] * len(rows)
-        missing = [r for r in rows if (r.id or 0) not in self._vectors]
+        # Read the shared cache once: a flush on another thread may pop an entry (it indexed
+        # the same memory) between a check here and a later read.
+        found = {r.id or 0: v for r in rows if (v := self._vectors.get(r.id or 0)) is not None}
+        missing = [r for r in rows if (r.id or 0) not in found]
         if missing:
             fresh = self.embedder.embed([r.text for r in missing])
             for r, v in zip(missing, fresh, strict=True):
-                self._vectors[r.id or 0] = [float(x) for x in v]
-        return [self._vectors[r.id or 0] for r in rows]
+                found[r.id or 0] = self._vectors[r.id or 0] = [float(x) for x in v]
+        return [found[r.id or 0] for r in rows]
 
     def pending_outbox(self) -> int:
         """How many index entries wait in the outbox."""
