@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from cairn.config import Settings, get_settings
+from cairn.core.errors import ConfigError, StorageError
+from cairn.core.redact import mask_url
+from cairn.core.settings import Settings, get_settings
 from cairn.db import Database
-from cairn.errors import ConfigError, StorageError
 from cairn.memory import MemoryStore
 from cairn.memory.working import WorkingMemory, build_working_memory
-from cairn.redact import mask_url
-from cairn.workers.locks import LocalLocks, RedisLocks, SessionLocks
+from cairn.sessions.locks import LocalLocks, RedisLocks, SessionLocks
 
 if TYPE_CHECKING:
-    from cairn.workers.llm.base import LLM
+    from cairn.llm.types import LLM
 
 __all__ = ["Runtime", "build_runtime", "get_runtime", "reset_runtime"]
 
@@ -67,10 +67,10 @@ class Runtime:
 def build_llm(settings: Settings) -> LLM:
     """The LLM adapter the settings ask for."""
     if settings.llm_provider == "anthropic":
-        from cairn.workers.llm.anthropic import AnthropicLLM
+        from cairn.llm.anthropic import AnthropicLLM
 
         return AnthropicLLM.from_settings(settings)
-    from cairn.workers.llm.offline import OfflineLLM
+    from cairn.llm.offline import OfflineLLM
 
     return OfflineLLM()
 

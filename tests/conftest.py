@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.config import Settings, get_settings, load_settings
+from cairn.core.settings import Settings, get_settings, load_settings
 from cairn.runtime import Runtime, build_runtime, reset_runtime
 
 pytest_plugins = ["tests.services"]

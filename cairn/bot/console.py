@@ -16,14 +16,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO, TypeVar
 
-from cairn.bot.emoji import emoji_name
-from cairn.bot.events import ChatEvent, EventType, checked_name, printable
-from cairn.bot.ingest import Admission
-from cairn.bot.outbox import Outbox
 from cairn.bot.pipeline import Pipeline
+from cairn.core.errors import CairnError, first_line
+from cairn.core.reactions import emoji_name
+from cairn.core.text import printable
 from cairn.db import is_unavailable
 from cairn.db.models import EventStatus, SessionEvent
-from cairn.errors import CairnError, first_line
+from cairn.sessions.events import ChatEvent, EventType, checked_name
+from cairn.sessions.ingest import Admission
+from cairn.sessions.outbox import Outbox
 
 __all__ = ["COMMANDS", "Console"]
 

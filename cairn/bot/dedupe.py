@@ -18,7 +18,7 @@ from typing import Protocol
 
 import redis
 
-from cairn.config import Settings
+from cairn.core.settings import Settings
 
 __all__ = [
     "Dedupe",

@@ -14,7 +14,7 @@ import threading
 from typing import Protocol
 
 from cairn.bot.pipeline import Pipeline
-from cairn.config import Settings
+from cairn.core.settings import Settings
 
 __all__ = ["Frontend", "configured_frontends", "serve"]
 

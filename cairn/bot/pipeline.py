@@ -1,7 +1,7 @@
 """What every frontend shares: the runtime, the queue, and accepting one ChatEvent.
 
 A frontend builds a :class:`Pipeline` from the settings, hands each normalised event to
-:meth:`Pipeline.accept`, and posts what :class:`~cairn.bot.outbox.Outbox` holds for it.
+:meth:`Pipeline.accept`, and posts what :class:`~cairn.sessions.outbox.Outbox` holds for it.
 """
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from cairn.bot.events import ChatEvent
-from cairn.bot.ingest import Admission, Ingested, ingest
 from cairn.bot.routing import route
-from cairn.config import Settings
-from cairn.memory.events import EventLog
-from cairn.metrics import EVENTS
+from cairn.core.metrics import EVENTS
+from cairn.core.settings import Settings
 from cairn.runtime import Runtime, build_runtime, reset_runtime
+from cairn.sessions.events import ChatEvent
+from cairn.sessions.ingest import Admission, Ingested, ingest
+from cairn.sessions.log import EventLog
 from cairn.workers.dispatch import CeleryDispatcher, Dispatcher, InProcessDispatcher
-from cairn.workers.periodic import (
+from cairn.workers.upkeep import (
     Ticker,
     end_idle_sessions,
     expire_memos,

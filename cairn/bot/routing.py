@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from cairn.bot.events import ChatEvent, EventType
-from cairn.config import Settings
+from cairn.core.settings import Settings
+from cairn.sessions.events import ChatEvent, EventType
 
 __all__ = ["route"]
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cairn.config import Settings
-from cairn.errors import StorageError
+from cairn.core.errors import StorageError
+from cairn.core.settings import Settings
 
 __all__ = ["Spool", "SpoolError", "Spooled", "spool_folder"]
 

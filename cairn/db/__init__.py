@@ -25,9 +25,9 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlmodel import Session, SQLModel, create_engine
 
+from cairn.core.errors import StorageError
+from cairn.core.redact import mask_url, mask_urls
 from cairn.db.writers import WriterGate, gated_connection_class, take_gate_before_write
-from cairn.errors import StorageError
-from cairn.redact import mask_url, mask_urls
 
 __all__ = [
     "Database",

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
-from cairn.errors import ConfigError
+from cairn.core.errors import ConfigError
 from cairn.memory.onnx_bert import BertShape, OnnxBert
 
 __all__ = [

@@ -20,10 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from cairn.config import Settings
+from cairn.core.redact import mask_url
+from cairn.core.settings import Settings
 from cairn.memory.periods import Period
 from cairn.memory.terms import sparse_vector
-from cairn.redact import mask_url
 
 __all__ = [
     "EdgeIndex",

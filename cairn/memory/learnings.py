@@ -15,23 +15,21 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cairn.db.models import (
-    AgentSession,
-    EventKind,
-    MemoryUse,
-    OutboundMessage,
-    SessionEvent,
-    utcnow,
-)
-from cairn.errors import CairnError, InvalidInput, NotFound
-from cairn.memory.scope import Scope, Source, Visibility
-from cairn.memory.store import Memory, content_hash
+from cairn.core.errors import CairnError
+from cairn.db.models import EventKind, SessionEvent
+from cairn.memory.store import content_hash
 
 if TYPE_CHECKING:
-    from cairn.runtime import Runtime
-    from cairn.workers.llm.base import LLM
+    from cairn.llm.types import LLM
 
-__all__ = ["LEARNABLE_KINDS", "Learning", "end_session", "extract_learnings", "parse_learnings"]
+__all__ = [
+    "LEARNABLE_KINDS",
+    "LEARNINGS_MARK",
+    "Learning",
+    "extract_learnings",
+    "parse_learnings",
+    "transcript",
+]
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +112,7 @@ def extract_learnings(
 
     A model failure is logged and yields no learnings (the session still ends).
     """
-    from cairn.workers.llm.base import LLMRequest, Message
+    from cairn.llm.types import LLMRequest, Message
 
     if not transcript.strip():
         return []
@@ -132,7 +130,7 @@ def extract_learnings(
     return parse_learnings(answer, forbidden=forbidden)
 
 
-def _transcript(events: list[SessionEvent]) -> str:
+def transcript(events: list[SessionEvent]) -> str:
     lines = []
     for e in events:
         if e.kind == EventKind.MESSAGE and e.text.strip():
@@ -140,117 +138,3 @@ def _transcript(events: list[SessionEvent]) -> str:
         elif e.kind == EventKind.REPLY and e.text.strip():
             lines.append(f"{e.agent or 'bot'} (bot): {e.text.strip()}")
     return "\n".join(lines)
-
-
-def end_session(rt: Runtime, session_id: int, *, forbidden: tuple[str, ...] = ()) -> list[Memory]:
-    """End a session: extract learnings, store them unconfirmed, announce them in the thread.
-
-    The "remembered: ..." notices go to the outbox as OutboundMessage rows, each linked to its
-    memory with MemoryUse role "announced", in the transaction that marks the session ended.
-    Ending an ended session does nothing and returns []. Raises NotFound for an unknown id.
-    """
-    with rt.db.session() as s:
-        session = s.get(AgentSession, session_id)
-        if session is None:
-            raise NotFound(f"no session #{session_id}")
-        events = _since_last_learnings(list(s.exec(_events_query(session_id)).all()))
-        if events is None:
-            return []  # this stretch of the session was already reviewed
-        tenant, agent = session.tenant_id, session.agent
-        channel, thread, platform = session.channel, session.thread_ref, session.platform
-    learnings = extract_learnings(rt.llm, _transcript(events), forbidden=forbidden)
-    scope = Scope(tenant, agent, channel, None, thread)
-    # Which speaker a learning came from is unknown: one untrusted voice in the stretch (a
-    # guest, another bot, a configured user) makes all of its learnings untrusted.
-    untrusted = any(
-        e.kind == EventKind.MESSAGE
-        and ((e.data or {}).get("untrusted") is True or e.user in rt.settings.untrusted_users)
-        for e in events
-    )
-    source = Source(
-        platform=platform,
-        channel=channel,
-        thread=thread,
-        author=f"{agent}:learnings",
-        untrusted=untrusted,
-    )
-    remembered: list[Memory] = []
-    for learning in learnings:
-        try:
-            written = rt.memory.remember(
-                learning.text,
-                scope,
-                kind=learning.kind,
-                visibility=Visibility.PRIVATE,
-                source=source,
-            )
-        except InvalidInput as exc:
-            log.info("learning refused: %s", exc)
-            continue
-        remembered.append(written.memory)
-    _announce(rt, session_id, remembered)
-    return remembered
-
-
-def _since_last_learnings(events: list[SessionEvent]) -> list[SessionEvent] | None:
-    """Events after the last learnings marker; None when no message came after it."""
-    marks = [i for i, e in enumerate(events) if (e.data or {}).get("kind") == LEARNINGS_MARK]
-    rest = events[marks[-1] + 1 :] if marks else events
-    if marks and not any(e.kind == EventKind.MESSAGE for e in rest):
-        return None
-    return rest
-
-
-def _events_query(session_id: int) -> Any:
-    from sqlmodel import col, select
-
-    return (
-        select(SessionEvent)
-        .where(SessionEvent.session_id == session_id)
-        .order_by(col(SessionEvent.seq))
-    )
-
-
-def _announce(rt: Runtime, session_id: int, memories: list[Memory]) -> None:
-    from cairn.memory.events import EventLog
-
-    with rt.db.session() as s:
-        session = s.get(AgentSession, session_id, with_for_update=True)
-        if session is None:
-            return
-        done = list(s.exec(_events_query(session_id)).all())
-        if _since_last_learnings(done) is None:
-            return  # a concurrent run announced first
-        cause = EventLog.append_in(
-            s,
-            session_id,
-            session.tenant_id,
-            EventKind.NOTICE,
-            text=f"session ended; {len(memories)} learnings",
-            agent=session.agent,
-            data={"kind": LEARNINGS_MARK},
-        )
-        for seq, memory in enumerate(memories):
-            text = f"remembered: {memory.text}"
-            EventLog.append_in(
-                s, session_id, session.tenant_id, EventKind.NOTICE, text=text,
-                agent=session.agent, data={"cause": cause["id"], "kind": "notice"},
-            )  # fmt: skip
-            row = OutboundMessage(
-                session_id=session_id,
-                cause_event_id=cause["id"],
-                seq=seq,
-                tenant_id=session.tenant_id,
-                platform=session.platform,
-                channel=session.channel,
-                thread_ref=session.thread_ref,
-                kind="notice",
-                agent=session.agent,
-                text=text,
-            )
-            s.add(row)
-            s.flush()
-            s.add(MemoryUse(outbound_id=row.id or 0, memory_id=memory.id, role="announced"))
-        session.status = "ended"
-        session.ended_at = utcnow()
-        s.add(session)

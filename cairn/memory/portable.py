@@ -24,13 +24,13 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
+from cairn.core.errors import InvalidInput, StorageError, first_line
+from cairn.core.progress import ProgressCallback
 from cairn.db import Database
 from cairn.db.models import TENANT_CHARS, MemoryOutbox, MemoryRow, Tenant
-from cairn.errors import InvalidInput, StorageError, first_line
 from cairn.memory.scope import Scope, Visibility
 from cairn.memory.store import FIRST_INDEXABLE_ID, checked_memory, content_hash
 from cairn.memory.tiers import TIERS
-from cairn.progress import ProgressCallback
 
 __all__ = ["ImportReport", "Rejected", "checked_tenant", "export_memories", "import_memories"]
 

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cairn.config import Settings
+    from cairn.core.settings import Settings
 
 __all__ = ["RankWeights", "decay", "fuse", "fuse_scores", "modifier"]
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from sqlmodel import col, select
 
+from cairn.core.errors import ConfigError
+from cairn.core.progress import ProgressCallback
 from cairn.db.models import MemoryOutbox, MemoryRow
-from cairn.errors import ConfigError
 from cairn.memory.store import MemoryStore
-from cairn.progress import ProgressCallback
 
 __all__ = ["ReindexReport", "reindex"]
 

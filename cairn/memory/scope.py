@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from cairn.errors import InvalidInput
+from cairn.core.errors import InvalidInput
 
 __all__ = ["Scope", "Source", "Visibility"]
 

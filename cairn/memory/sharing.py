@@ -15,8 +15,8 @@ from datetime import datetime
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from cairn.core.errors import InvalidInput, NotFound
 from cairn.db.models import MemoryAudit, MemoryOutbox, MemoryRow, utcnow
-from cairn.errors import InvalidInput, NotFound
 from cairn.memory.scope import Scope, Visibility
 from cairn.memory.store import Memory, MemoryStore, visible_to
 

@@ -21,11 +21,11 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
-from cairn.bot.events import clean_text
+from cairn.core.errors import InvalidInput, NotFound
+from cairn.core.logs import Throttle
+from cairn.core.text import clean_text
 from cairn.db import Database
 from cairn.db.models import MemoryOutbox, MemoryRow, Tenant, utcnow
-from cairn.errors import InvalidInput, NotFound
-from cairn.logs import Throttle
 from cairn.memory.embed import Embedder
 from cairn.memory.index import IndexedMemory, IndexUnavailable, VectorIndex
 from cairn.memory.periods import Period, mentioned_periods, without_dates
@@ -41,7 +41,7 @@ from cairn.memory.scope import Scope, Source, Visibility
 from cairn.memory.terms import terms
 
 if TYPE_CHECKING:
-    from cairn.config import Settings
+    from cairn.core.settings import Settings
 
 __all__ = [
     "FIRST_INDEXABLE_ID",

@@ -16,11 +16,12 @@ from datetime import datetime, timedelta
 from sqlalchemy import update
 from sqlmodel import col, select
 
+from cairn.core.errors import InvalidInput
+from cairn.core.progress import ProgressCallback
+from cairn.core.settings import Settings
 from cairn.db import Database
 from cairn.db.models import MemoryOutbox, MemoryRow, utcnow
-from cairn.errors import InvalidInput
 from cairn.memory.ranking import decay
-from cairn.progress import ProgressCallback
 
 __all__ = ["TierPolicy", "TierReport", "collect_garbage", "rotate_tiers", "standing_score"]
 
@@ -37,6 +38,18 @@ class TierPolicy:
     hot_budget: int = 2000
     warm_budget: int = 20000
     prune_after_days: float = 365.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TierPolicy:
+        """The policy the CAIRN_MEMORY_* settings describe."""
+        return cls(
+            half_life_days=settings.memory_half_life_days,
+            warm_below=settings.memory_warm_below,
+            cold_below=settings.memory_cold_below,
+            hot_budget=settings.memory_hot_budget,
+            warm_budget=settings.memory_warm_budget,
+            prune_after_days=settings.memory_prune_after_days,
+        )
 
 
 @dataclass(frozen=True, slots=True)

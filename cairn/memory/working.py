@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from cairn.errors import InvalidInput
+from cairn.core.errors import InvalidInput
 
 if TYPE_CHECKING:
     import redis

@@ -17,10 +17,10 @@ from sqlalchemy import BindParameter, Select, and_, bindparam, delete, or_
 from sqlalchemy import select as sa_select
 from sqlmodel import col, select
 
-from cairn.bot.events import clean_text
+from cairn.core.errors import InvalidInput, NotFound
+from cairn.core.text import clean_text
 from cairn.db import Database, table
 from cairn.db.models import MemoReceipt, MemoRow, Tenant, utcnow
-from cairn.errors import InvalidInput, NotFound
 
 __all__ = ["ALL_AGENTS", "MAX_MEMO_CHARS", "Memo", "MemoBox"]
 

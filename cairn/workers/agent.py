@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from cairn.memory import Memory
-from cairn.workers.llm.base import (
+from cairn.llm.types import (
     LLM,
     LLMRequest,
     Message,
     ToolResultBlock,
     Usage,
 )
+from cairn.memory import Memory
 from cairn.workers.tools import Toolbox
 
 __all__ = ["TurnLog", "TurnOutcome", "run_agent"]

@@ -37,8 +37,8 @@ from celery.beat import ScheduleEntry, Scheduler
 from celery.signals import beat_embedded_init
 from redis.exceptions import LockError, LockNotOwnedError
 
-from cairn.config import get_settings
-from cairn.errors import ConfigError
+from cairn.core.errors import ConfigError
+from cairn.core.settings import get_settings
 
 __all__ = ["LAST_RUN_KEY", "LOCK_KEY", "OneScheduler", "SchedulerLock", "scheduler_holder"]
 
@@ -123,8 +123,8 @@ class SchedulerLock:
 class OneScheduler(Scheduler):  # type: ignore[misc]
     """Celery's in-memory scheduler, sending due jobs only while it holds :class:`SchedulerLock`.
 
-    Celery builds it from ``beat_scheduler`` (see :mod:`cairn.workers.app`). Raises ConfigError
-    when CAIRN_BROKER_URL is not set.
+    Celery builds it from ``beat_scheduler`` (see :mod:`cairn.workers.celery_app`). Raises
+    ConfigError when CAIRN_BROKER_URL is not set.
     """
 
     def __init__(self, app: Celery, *args: Any, **kwargs: Any) -> None:

@@ -10,7 +10,7 @@ callbacks, and with acks_late that happens twice per task: profiled, it was the 
 cost of a worker handling short turns. Clients are thread-safe, so one per channel (rebuilt
 when the channel replaces its connection pool) does the same work. Everything else is kombu's.
 
-Celery uses it through ``broker_transport`` (see :mod:`cairn.workers.app`) for ``redis://``
+Celery uses it through ``broker_transport`` (see :mod:`cairn.workers.celery_app`) for ``redis://``
 and ``rediss://`` broker URLs.
 
 The publisher (:class:`QueuePublisher`) puts a task message on its Redis list the way kombu's

@@ -9,9 +9,9 @@ from typing import Protocol
 
 import redis
 
+from cairn.core.errors import QueueError
+from cairn.core.redact import mask_url
 from cairn.db import is_unavailable
-from cairn.errors import QueueError
-from cairn.redact import mask_url
 from cairn.workers.broker import QueuePublisher, is_redis_url
 
 __all__ = ["CeleryDispatcher", "Dispatcher", "InProcessDispatcher"]
@@ -41,7 +41,7 @@ class InProcessDispatcher:
     """Runs the Celery task itself on a small thread pool in this process (the default)."""
 
     def __init__(self, workers: int = 4) -> None:
-        from cairn.workers.app import app
+        from cairn.workers.celery_app import app
         from cairn.workers.tasks import process_session
 
         # Celery binds tasks lazily, and binding is not thread-safe: two pool threads applying
@@ -97,7 +97,7 @@ class CeleryDispatcher:
     """
 
     def __init__(self, broker_url: str) -> None:
-        from cairn.workers.app import app
+        from cairn.workers.celery_app import app
 
         if not is_redis_url(broker_url):
             raise ValueError(

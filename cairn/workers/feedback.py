@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlmodel import select
 
-from cairn.bot.emoji import emoji_name
+from cairn.core.reactions import emoji_name
 from cairn.db.models import AgentSession, MemoryUse, OutboundMessage, Reaction, SessionEvent, utcnow
 from cairn.memory import Memory, Scope
 from cairn.runtime import Runtime

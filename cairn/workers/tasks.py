@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from cairn.errors import QueueError
+from cairn.core.errors import QueueError
 from cairn.runtime import get_runtime
-from cairn.workers import periodic
-from cairn.workers.app import app
+from cairn.workers import upkeep
+from cairn.workers.celery_app import app
 from cairn.workers.turn import handle_pending
 
 __all__ = [
@@ -36,14 +36,14 @@ def process_session(self: Any, session_id: int) -> int:
 @app.task(name="cairn.reconcile_index")  # type: ignore[untyped-decorator]
 def reconcile_index() -> int:
     """Replay the memory index outbox."""
-    return periodic.reconcile_index(get_runtime())
+    return upkeep.reconcile_index(get_runtime())
 
 
 @app.task(name="cairn.requeue_stale")  # type: ignore[untyped-decorator]
 def requeue_stale() -> int:
     """Queue again the sessions whose pending events waited too long."""
     rt = get_runtime()
-    sessions = periodic.stale_sessions(rt, older_than=rt.settings.stale_after)
+    sessions = upkeep.stale_sessions(rt, older_than=rt.settings.stale_after)
     for session_id in sessions:
         process_session.delay(session_id)
     return len(sessions)
@@ -53,16 +53,16 @@ def requeue_stale() -> int:
 def end_idle_sessions() -> int:
     """End idle sessions (running the session-end hooks)."""
     rt = get_runtime()
-    return len(periodic.end_idle_sessions(rt, idle=rt.settings.session_idle))
+    return len(upkeep.end_idle_sessions(rt, idle=rt.settings.session_idle))
 
 
 @app.task(name="cairn.rotate_tiers")  # type: ignore[untyped-decorator]
 def rotate_tiers() -> int:
     """Decay, tier rotation and garbage collection of long-term memory."""
-    return periodic.rotate_tiers(get_runtime())
+    return upkeep.rotate_tiers(get_runtime())
 
 
 @app.task(name="cairn.expire_memos")  # type: ignore[untyped-decorator]
 def expire_memos() -> int:
     """Delete memos long past their expiry."""
-    return periodic.expire_memos(get_runtime())
+    return upkeep.expire_memos(get_runtime())

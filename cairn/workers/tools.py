@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from cairn.core.errors import InvalidInput, NotFound
 from cairn.db.models import utcnow
-from cairn.errors import InvalidInput, NotFound
+from cairn.llm.types import ToolSpec
 from cairn.memory import Memory, MemoryStore, Scope, Source, Visibility
 from cairn.memory.sharing import share
 from cairn.memory.store import MEMORY_KINDS
 from cairn.memory.working import Scratchpad
 from cairn.memos import ALL_AGENTS, MemoBox
-from cairn.workers.llm.base import ToolSpec
 
 if TYPE_CHECKING:
     from cairn.memory.context import TurnContext

@@ -18,7 +18,16 @@ from typing import Any
 from sqlalchemy import Update, bindparam, update
 from sqlmodel import Session
 
-from cairn.bot.emoji import emoji_name
+from cairn.core.errors import CairnError, LLMAuthError, LLMError, SessionBusy
+from cairn.core.logs import bind
+from cairn.core.metrics import (
+    DEAD_LETTERS,
+    QUEUE_LATENCY,
+    REACTIONS,
+    TASK_DURATION,
+    record_llm_usage,
+)
+from cairn.core.reactions import emoji_name
 from cairn.db import insert_values, is_unavailable, table
 from cairn.db.models import (
     AgentSession,
@@ -30,24 +39,15 @@ from cairn.db.models import (
     SessionEvent,
     utcnow,
 )
-from cairn.errors import CairnError, LLMAuthError, LLMError, SessionBusy
-from cairn.logs import bind
+from cairn.llm.types import LLMRequest
 from cairn.memory import Memory, Scope, Source
 from cairn.memory.context import ContextEngine, EngineConfig, TurnContext, agent_instructions
-from cairn.memory.events import EventLog
 from cairn.memory.working import Pad, Scratchpad
 from cairn.memos import MemoBox
-from cairn.metrics import (
-    DEAD_LETTERS,
-    QUEUE_LATENCY,
-    REACTIONS,
-    TASK_DURATION,
-    record_llm_usage,
-)
 from cairn.runtime import Runtime
+from cairn.sessions.log import EventLog
 from cairn.workers.agent import TurnOutcome, run_agent
 from cairn.workers.feedback import apply_reaction
-from cairn.workers.llm.base import LLMRequest
 from cairn.workers.tools import Toolbox
 
 __all__ = ["SYSTEM_FRAME", "handle_pending"]

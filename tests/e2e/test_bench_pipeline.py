@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session, create_engine, select
 
+from cairn.bench.pipeline import run_mode
 from cairn.db.models import EventKind, SessionEvent
-from cairn.workers.bench import run_mode
 from tests.e2e.test_faults import CAIRN
 
 

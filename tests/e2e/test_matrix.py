@@ -32,11 +32,11 @@ from sqlmodel import select
 
 from cairn.bot.matrix import ENCRYPTION_OFF_NOTICE, MatrixFrontend
 from cairn.bot.matrix.frontend import SYNC_FILTER
-from cairn.bot.matrix.state import StateFile
+from cairn.bot.matrix.sync_state import StateFile
 from cairn.bot.pipeline import Pipeline
-from cairn.config import load_settings
+from cairn.core.errors import CairnError
+from cairn.core.settings import load_settings
 from cairn.db.models import AgentSession, MemoryRow, SessionEvent
-from cairn.errors import CairnError
 from tests.support.messages_server import MessagesServer, Reply, text_message
 from tests.support.private_postgres import PrivatePostgres
 from tests.support.synapse import Synapse, SynapseUnavailable, User, running_synapse

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pytest
 
 from cairn.bot.matrix import MatrixFrontend
-from cairn.config import load_settings
+from cairn.core.settings import load_settings
 from cairn.db.models import AgentSession
 from tests.e2e.test_matrix import (  # noqa: F401 - synapse is a fixture the others use
     Cairn,

@@ -11,12 +11,11 @@ import sys
 
 from rich.console import Console
 
+from cairn.core.progress import progress_bar
 from cairn.memory import Scope
-from cairn.memory.commands import tier_policy
 from cairn.memory.portable import export_memories, import_memories
 from cairn.memory.reindex import reindex
-from cairn.memory.tiers import collect_garbage
-from cairn.progress import progress_bar
+from cairn.memory.tiers import TierPolicy, collect_garbage
 from cairn.runtime import Runtime
 
 FACTS = [f"service {n} is owned by team {n % 3}" for n in range(12)]
@@ -43,7 +42,7 @@ def _seed(rt: Runtime) -> None:
 
 
 _SEED = """
-from cairn.config import load_settings
+from cairn.core.settings import load_settings
 from cairn.memory import Scope
 from cairn.runtime import build_runtime
 
@@ -77,7 +76,9 @@ def test_export_import_gc_and_reindex_drive_their_progress_to_the_total(
     assert indexed.calls == [(5, n), (10, n), (n, n)]
 
     collected = _Heard()
-    gc = collect_garbage(runtime.db, "console", tier_policy(runtime.settings), progress=collected)
+    gc = collect_garbage(
+        runtime.db, "console", TierPolicy.from_settings(runtime.settings), progress=collected
+    )
     assert gc.pruned == 0
     assert collected.last == (n, n)
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from cairn.config import load_settings
-from cairn.errors import ConfigError, LLMAuthError, LLMError
-from cairn.workers.llm.anthropic import AnthropicLLM
-from cairn.workers.llm.base import (
+from cairn.core.errors import ConfigError, LLMAuthError, LLMError
+from cairn.core.settings import load_settings
+from cairn.llm.anthropic import AnthropicLLM
+from cairn.llm.types import (
     LLM,
     LLMRequest,
     Message,

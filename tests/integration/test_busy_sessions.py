@@ -18,14 +18,14 @@ import pytest
 from kombu import Connection
 from sqlmodel import col, select
 
-from cairn.bot.events import ChatEvent
-from cairn.bot.ingest import Admission, ingest
 from cairn.db.models import ContextCheckpoint, ContextTelemetry, OutboundMessage
-from cairn.memory.events import EventLog
+from cairn.llm.types import LLMRequest, LLMResponse, TextBlock
 from cairn.memory.index import EdgeIndex, IndexedMemory, IndexUnavailable
 from cairn.runtime import Runtime
+from cairn.sessions.events import ChatEvent
+from cairn.sessions.ingest import Admission, ingest
+from cairn.sessions.log import EventLog
 from cairn.workers.broker import Transport
-from cairn.workers.llm.base import LLMRequest, LLMResponse, TextBlock
 from cairn.workers.turn import handle_pending
 
 

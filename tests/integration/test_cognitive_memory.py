@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from cairn.core.errors import InvalidInput
 from cairn.db import Database
 from cairn.db.models import MemoryRow
-from cairn.errors import InvalidInput
 from cairn.memory import MemoryStore, Scope, Source, Visibility
 from cairn.memory import index as index_module
 from cairn.memory.embed import build_embedder

@@ -12,19 +12,19 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from cairn.bot.events import ChatEvent
-from cairn.bot.ingest import ingest
+from cairn.bench.context import finish_turn
+from cairn.bench.opsgen import generate_thread
 from cairn.cli import main
-from cairn.config import load_settings
+from cairn.core.settings import load_settings
 from cairn.db import Database
 from cairn.db.models import ContextCheckpoint, EventKind, EventStatus, SessionEvent
+from cairn.llm.types import LLMRequest, LLMResponse, TextBlock, ToolUseBlock
 from cairn.memory.context import CompiledPrompt, ContextEngine, EngineConfig
-from cairn.memory.context.bench import finish_turn
-from cairn.memory.context.opsgen import generate_thread
-from cairn.memory.events import EventLog, ThreadRef
 from cairn.memos import MemoBox
 from cairn.runtime import Runtime, build_runtime, reset_runtime
-from cairn.workers.llm.base import LLMRequest, LLMResponse, TextBlock, ToolUseBlock
+from cairn.sessions.events import ChatEvent
+from cairn.sessions.ingest import ingest
+from cairn.sessions.log import EventLog, ThreadRef
 from cairn.workers.tools import CONTEXT_TOOL_SPECS, TOOL_SPECS
 from cairn.workers.turn import SYSTEM_FRAME, handle_pending
 

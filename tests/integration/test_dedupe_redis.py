@@ -7,7 +7,7 @@ import time
 import redis
 
 from cairn.bot.dedupe import RedisDedupe, open_dedupe
-from cairn.config import load_settings
+from cairn.core.settings import load_settings
 
 
 def test_claims_are_shared_between_clients(redis_url: str) -> None:

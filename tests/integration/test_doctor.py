@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from alembic import command
 
-from cairn.config import load_settings
+from cairn.commands.doctor import Check, run_checks
+from cairn.core.settings import load_settings
 from cairn.db import Database, alembic_config
-from cairn.doctor import Check, run_checks
 from tests.support.messages_server import MessagesServer
 
 

@@ -8,11 +8,12 @@ import json
 from sqlmodel import select
 
 from cairn.db.models import AgentSession, EventKind, MemoryUse, OutboundMessage
+from cairn.llm.types import LLMRequest, LLMResponse, TextBlock
 from cairn.memory import Scope
-from cairn.memory.events import EventLog, ThreadRef
-from cairn.memory.learnings import EXTRACT_PROMPT, end_session, parse_learnings
+from cairn.memory.learnings import EXTRACT_PROMPT, parse_learnings
 from cairn.runtime import Runtime
-from cairn.workers.llm.base import LLMRequest, LLMResponse, TextBlock
+from cairn.sessions.log import EventLog, ThreadRef
+from cairn.workers.session_end import end_session
 
 
 class ScriptedLLM:

@@ -8,8 +8,8 @@ import time
 import pytest
 import redis
 
-from cairn.errors import QueueError
-from cairn.workers.locks import LocalLocks, RedisLocks
+from cairn.core.errors import QueueError
+from cairn.sessions.locks import LocalLocks, RedisLocks
 
 
 @pytest.fixture

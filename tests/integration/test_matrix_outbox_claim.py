@@ -22,7 +22,7 @@ import redis
 
 from cairn.bot.matrix import MatrixFrontend
 from cairn.bot.pipeline import Pipeline
-from cairn.config import load_settings
+from cairn.core.settings import load_settings
 from cairn.db.models import OutboundMessage
 from tests.e2e.test_matrix import (  # noqa: F401 - synapse is the module-scoped homeserver fixture
     FACT,

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from cairn.cli import main
-from cairn.config import load_settings
+from cairn.core.settings import load_settings
 from cairn.memory import Scope, Visibility
 from cairn.runtime import build_runtime
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.config import load_settings
+from cairn.core.settings import load_settings
 from cairn.memory import Scope
 from cairn.runtime import build_runtime
 
@@ -20,7 +20,7 @@ from cairn.runtime import build_runtime
 CHILD = textwrap.dedent(
     """
     import os, signal
-    from cairn.config import load_settings
+    from cairn.core.settings import load_settings
     from cairn.memory import Scope
     from cairn.memory.index import EdgeIndex, QdrantIndex
     from cairn.runtime import build_runtime

@@ -16,10 +16,10 @@ from sqlalchemy import text
 from sqlmodel import func, select
 
 from cairn.cli import main
-from cairn.config import get_settings, load_settings
+from cairn.core.errors import InvalidInput, StorageError
+from cairn.core.settings import get_settings, load_settings
 from cairn.db import Database
 from cairn.db.models import MemoryOutbox, MemoryRow
-from cairn.errors import InvalidInput, StorageError
 from cairn.memory import Scope
 from cairn.memory.portable import FORMAT, import_memories
 from cairn.memory.store import content_hash

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from sqlmodel import select
 
 from cairn.cli import main
-from cairn.config import load_settings
+from cairn.core.errors import InvalidInput, NotFound
+from cairn.core.settings import load_settings
 from cairn.db.models import MemoryAudit
-from cairn.errors import InvalidInput, NotFound
 from cairn.memory import Scope, Source, Visibility
 from cairn.memory.sharing import history, share, unshare
 from cairn.runtime import Runtime, build_runtime

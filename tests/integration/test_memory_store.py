@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cairn.core.errors import InvalidInput, NotFound
 from cairn.db import Database
-from cairn.errors import InvalidInput, NotFound
 from cairn.memory import MemoryStore, Scope, Source, Visibility
 from cairn.memory.index import QdrantIndex
 from cairn.memory.store import MAX_MEMORY_CHARS

@@ -10,13 +10,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cairn.bot.events import ChatEvent, EventType
-from cairn.bot.ingest import Admission, ingest
-from cairn.config import Settings, load_settings
+from cairn.core.settings import Settings, load_settings
 from cairn.memory import Scope, Source
-from cairn.memory.events import EventLog
 from cairn.memory.ranking import RankWeights, Standing, modifier
 from cairn.runtime import Runtime, build_runtime, reset_runtime
+from cairn.sessions.events import ChatEvent, EventType
+from cairn.sessions.ingest import Admission, ingest
+from cairn.sessions.log import EventLog
 from cairn.workers.turn import handle_pending
 from tests.integration.test_session_flow import _deliver, _outbound
 

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
+from cairn.core.errors import InvalidInput, NotFound
 from cairn.db.models import utcnow
-from cairn.errors import InvalidInput, NotFound
 from cairn.memos import ALL_AGENTS, MemoBox
 from cairn.runtime import Runtime
 
@@ -117,7 +117,7 @@ def test_upkeep_deletes_memos_long_past_their_expiry_and_keeps_the_rest(
     from sqlmodel import select
 
     from cairn.db.models import MemoReceipt
-    from cairn.workers.periodic import expire_memos
+    from cairn.workers.upkeep import expire_memos
 
     stale = box.send(
         "acme", "ops", "review", "old news", expires_at=utcnow() + timedelta(seconds=1)

@@ -19,9 +19,9 @@ from sqlalchemy import Engine, inspect
 from sqlmodel import SQLModel, select
 
 import cairn.db.models  # noqa: F401  (registers every table on SQLModel.metadata)
+from cairn.core.errors import StorageError
 from cairn.db import Database, alembic_config
 from cairn.db.models import Tenant
-from cairn.errors import StorageError
 
 MODEL_TABLES = frozenset(SQLModel.metadata.tables)
 VERSION_TABLE = "alembic_version"

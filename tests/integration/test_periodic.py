@@ -9,13 +9,13 @@ import pytest
 from sqlalchemy import update
 from sqlmodel import col
 
-from cairn.bot.events import ChatEvent
-from cairn.bot.ingest import ingest
 from cairn.db.models import AgentSession, SessionEvent, utcnow
 from cairn.memory import Scope
-from cairn.memory.events import EventLog
 from cairn.runtime import Runtime
-from cairn.workers import periodic
+from cairn.sessions.events import ChatEvent
+from cairn.sessions.ingest import ingest
+from cairn.sessions.log import EventLog
+from cairn.workers import upkeep
 from cairn.workers.turn import handle_pending
 
 
@@ -39,22 +39,22 @@ def test_pending_events_older_than_the_limit_mark_their_session_stale(runtime: R
     stuck = _message(runtime, "stuck")
     _age(runtime, SessionEvent, "created_at", 120)
     fresh = _message(runtime, "fresh")
-    assert periodic.stale_sessions(runtime, older_than=60) == [stuck]
+    assert upkeep.stale_sessions(runtime, older_than=60) == [stuck]
     handle_pending(runtime, stuck)
     handle_pending(runtime, fresh)
-    assert periodic.stale_sessions(runtime, older_than=0) == []
+    assert upkeep.stale_sessions(runtime, older_than=0) == []
 
 
 def test_idle_sessions_end_run_the_hooks_and_reopen_on_a_new_message(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[int] = []
-    monkeypatch.setattr(periodic, "SESSION_END_HOOKS", [lambda rt, sid: seen.append(sid)])
+    monkeypatch.setattr(upkeep, "SESSION_END_HOOKS", [lambda rt, sid: seen.append(sid)])
     idle = _message(runtime, "idle")
     handle_pending(runtime, idle)
     _age(runtime, AgentSession, "updated_at", 7200)
     active = _message(runtime, "active")
-    assert periodic.end_idle_sessions(runtime, idle=3600) == [idle]
+    assert upkeep.end_idle_sessions(runtime, idle=3600) == [idle]
     assert seen == [idle]
     assert EventLog(runtime.db).session(idle).status == "ended"
     assert EventLog(runtime.db).session(active).status == "open"
@@ -68,7 +68,7 @@ def test_a_failing_hook_does_not_keep_a_session_open(
     def broken(rt: Runtime, session_id: int) -> None:
         raise RuntimeError("extractor down")
 
-    monkeypatch.setattr(periodic, "SESSION_END_HOOKS", [broken])
+    monkeypatch.setattr(upkeep, "SESSION_END_HOOKS", [broken])
     session = _message(runtime, "t")
     handle_pending(runtime, session)
     with runtime.db.session() as s:
@@ -77,13 +77,13 @@ def test_a_failing_hook_does_not_keep_a_session_open(
             .where(col(AgentSession.id) == session)
             .values(updated_at=utcnow() - timedelta(hours=2))
         )
-    assert periodic.end_idle_sessions(runtime, idle=60) == [session]
+    assert upkeep.end_idle_sessions(runtime, idle=60) == [session]
     assert "extractor down" in caplog.text
 
 
 def test_the_ticker_runs_its_jobs_until_stopped() -> None:
     ran = threading.Event()
-    ticker = periodic.Ticker([ran.set], interval=0.05).start()
+    ticker = upkeep.Ticker([ran.set], interval=0.05).start()
     try:
         assert ran.wait(5)
     finally:
@@ -93,13 +93,13 @@ def test_the_ticker_runs_its_jobs_until_stopped() -> None:
 def test_tier_rotation_runs_for_every_tenant(runtime: Runtime) -> None:
     _message(runtime, "t1")
     runtime.memory.remember("the build cache is on s3", Scope("globex", "cairn"))
-    assert periodic.rotate_tiers(runtime) == 2
+    assert upkeep.rotate_tiers(runtime) == 2
 
 
 def test_learning_extraction_is_a_session_end_hook() -> None:
-    from cairn.memory.learnings import end_session
+    from cairn.workers.session_end import end_session
 
-    assert end_session in periodic.SESSION_END_HOOKS
+    assert end_session in upkeep.SESSION_END_HOOKS
 
 
 def test_a_crash_while_the_hooks_run_leaves_the_session_to_be_reviewed_next_time(
@@ -111,13 +111,13 @@ def test_a_crash_while_the_hooks_run_leaves_the_session_to_be_reviewed_next_time
     session = _message(runtime, "t")
     handle_pending(runtime, session)
     _age(runtime, AgentSession, "updated_at", 7200)
-    monkeypatch.setattr(periodic, "SESSION_END_HOOKS", [dies])
+    monkeypatch.setattr(upkeep, "SESSION_END_HOOKS", [dies])
     with pytest.raises(SystemExit):
-        periodic.end_idle_sessions(runtime, idle=3600)
+        upkeep.end_idle_sessions(runtime, idle=3600)
     assert EventLog(runtime.db).session(session).status == "open"  # not yet reviewed
 
     reviewed: list[int] = []
-    monkeypatch.setattr(periodic, "SESSION_END_HOOKS", [lambda rt, sid: reviewed.append(sid)])
-    assert periodic.end_idle_sessions(runtime, idle=3600) == [session]
+    monkeypatch.setattr(upkeep, "SESSION_END_HOOKS", [lambda rt, sid: reviewed.append(sid)])
+    assert upkeep.end_idle_sessions(runtime, idle=3600) == [session]
     assert reviewed == [session]
     assert EventLog(runtime.db).session(session).status == "ended"

@@ -12,7 +12,7 @@ import pytest
 import redis
 from celery import Celery
 
-from cairn.errors import QueueError
+from cairn.core.errors import QueueError
 from cairn.workers.broker import QueuePublisher
 from cairn.workers.dispatch import CeleryDispatcher
 

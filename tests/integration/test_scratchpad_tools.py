@@ -8,10 +8,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from cairn.bot.events import ChatEvent
-from cairn.bot.ingest import Admission, ingest
+from cairn.llm.types import LLMResponse, TextBlock, ToolUseBlock
 from cairn.memory import Scope, Source
-from cairn.memory.events import EventLog
 from cairn.memory.working import (
     InProcessWorkingMemory,
     Pad,
@@ -20,7 +18,9 @@ from cairn.memory.working import (
     WorkingMemory,
 )
 from cairn.runtime import Runtime
-from cairn.workers.llm.base import LLMResponse, TextBlock, ToolUseBlock
+from cairn.sessions.events import ChatEvent
+from cairn.sessions.ingest import Admission, ingest
+from cairn.sessions.log import EventLog
 from cairn.workers.tools import SCRATCHPAD_TOOL_SPECS, Toolbox
 from cairn.workers.turn import handle_pending
 from tests.support.scripted_llm import ScriptedLLM as Scripted

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cairn.logs import configure_logging
-from cairn.redact import mask_url
+from cairn.core.logs import configure_logging
+from cairn.core.redact import mask_url
 
 # Not "SECRET" alone: `cairn config` rightly prints SLACK_SIGNING_SECRET's name.
 PASSWORD = "Pw-SECRET-4f2a"

@@ -8,15 +8,15 @@ import threading
 import pytest
 from sqlmodel import col, select
 
-from cairn.bot.events import ChatEvent, EventType
-from cairn.bot.ingest import Admission, ingest
-from cairn.config import load_settings
+from cairn.core.errors import InvalidInput, LLMError
+from cairn.core.settings import load_settings
 from cairn.db.models import DeadLetter, EventStatus, OutboundMessage, SessionEvent
-from cairn.errors import InvalidInput, LLMError
+from cairn.llm.types import LLMRequest, LLMResponse, TextBlock, ToolUseBlock
 from cairn.memory import Scope
-from cairn.memory.events import EventLog
 from cairn.runtime import Runtime
-from cairn.workers.llm.base import LLMRequest, LLMResponse, TextBlock, ToolUseBlock
+from cairn.sessions.events import ChatEvent, EventType
+from cairn.sessions.ingest import Admission, ingest
+from cairn.sessions.log import EventLog
 from cairn.workers.turn import handle_pending
 from tests.support.scripted_llm import ScriptedLLM as _Scripted
 

@@ -14,7 +14,7 @@ import pytest
 from sqlmodel import select
 
 from cairn.bot.slack import SlackFrontend
-from cairn.config import load_settings
+from cairn.core.settings import load_settings
 from cairn.db.models import OutboundMessage, SessionEvent
 from tests.support.agents import declare_agents
 from tests.support.slack_api import BOT_TOKEN, BOT_USER

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from cairn.bot.events import ChatEvent
-from cairn.bot.ingest import ingest
 from cairn.memory import Scope, Source
 from cairn.memory.context import ContextEngine
 from cairn.memory.context.config import EngineConfig
-from cairn.memory.events import EventLog
 from cairn.runtime import Runtime
+from cairn.sessions.events import ChatEvent
+from cairn.sessions.ingest import ingest
+from cairn.sessions.log import EventLog
 from cairn.workers.tools import Toolbox
 
 

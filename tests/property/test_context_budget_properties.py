@@ -5,12 +5,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cairn.bench.opsgen import generate_thread
+from cairn.core.tokens import count_tokens
 from cairn.db.models import EventKind
 from cairn.memory.context.compiler import band_tokens, compile_prompt
 from cairn.memory.context.config import EngineConfig
-from cairn.memory.context.opsgen import generate_thread
 from cairn.memory.context.state import EventView, SessionState, fold
-from cairn.tokens import count_tokens
 
 SYSTEM = "You are cairn, a chat-ops assistant in a team chat."
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cairn.tokens import count_tokens
+from cairn.core.tokens import count_tokens
 
 
 @given(st.text())

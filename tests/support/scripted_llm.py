@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cairn.workers.llm.base import LLMRequest, LLMResponse
+from cairn.llm.types import LLMRequest, LLMResponse
 
 __all__ = ["ScriptedLLM"]
 

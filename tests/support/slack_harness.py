@@ -19,7 +19,7 @@ from sqlmodel import select
 
 from cairn.bot.pipeline import Pipeline
 from cairn.bot.slack import SlackFrontend
-from cairn.config import load_settings
+from cairn.core.settings import load_settings
 from cairn.db.models import EventStatus, OutboundMessage, OutboundStatus, SessionEvent
 from tests.support.slack_api import (
     APP_TOKEN,

@@ -7,10 +7,7 @@ from typing import Any
 
 import pytest
 
-from cairn.memory import Scope, Source
-from cairn.runtime import Runtime
-from cairn.workers.agent import run_agent
-from cairn.workers.llm.base import (
+from cairn.llm.types import (
     LLMRequest,
     LLMResponse,
     Message,
@@ -18,6 +15,9 @@ from cairn.workers.llm.base import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from cairn.memory import Scope, Source
+from cairn.runtime import Runtime
+from cairn.workers.agent import run_agent
 from cairn.workers.tools import Toolbox
 from tests.support.scripted_llm import ScriptedLLM as Scripted
 

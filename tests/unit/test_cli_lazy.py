@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from cairn.cli import LazyGroup, main
+from cairn.cli import main
+from cairn.commands.common import LazyGroup
 
 
 def _lazy_groups(group: click.Group, ctx: click.Context) -> list[LazyGroup]:
@@ -38,7 +39,7 @@ def test_help_lists_lazy_commands_without_importing_them() -> None:
         "    main(['--help'])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "heavy = [m for m in ('cairn.memory.store', 'cairn.workers.bench', 'cairn.memory.bench')"
+        "heavy = [m for m in ('cairn.memory.store', 'cairn.bench.pipeline', 'cairn.bench.memory')"
         " if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"
     )

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cairn.config import load_settings
-from cairn.errors import ConfigError
+from cairn.core.errors import ConfigError
+from cairn.core.settings import load_settings
 
 
 def test_embedded_default_needs_no_setting(clean_env: Path) -> None:

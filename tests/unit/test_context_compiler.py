@@ -7,14 +7,14 @@ from datetime import UTC, datetime
 
 import pytest
 
+from cairn.core.errors import ConfigError
+from cairn.core.tokens import count_tokens
 from cairn.db.models import EventKind
-from cairn.errors import ConfigError
 from cairn.memory.context.compiler import CompiledPrompt, compile_prompt
 from cairn.memory.context.config import EngineConfig
 from cairn.memory.context.state import EventView, SessionState, fold
 from cairn.memory.store import Memory, Recalled
 from cairn.memos import Memo
-from cairn.tokens import count_tokens
 
 SYSTEM = "You are cairn, a chat-ops assistant. " * 20
 

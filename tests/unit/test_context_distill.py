@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from cairn.core.tokens import count_tokens
 from cairn.memory.context.distill import detect, distill, log_template
 from cairn.memory.context.pastes import render_text
-from cairn.tokens import count_tokens
 
 PYTEST = """\
 ============================= test session starts ==============================

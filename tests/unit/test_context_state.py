@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from cairn.bench.opsgen import generate_thread
 from cairn.db.models import EventKind
-from cairn.memory.context.opsgen import generate_thread
 from cairn.memory.context.state import EventView, SessionState, fold, hydrate, tier
 
 THRESHOLD = 2.0

@@ -6,7 +6,7 @@ import threading
 import time
 
 from cairn.bot.dedupe import LocalDedupe, open_dedupe
-from cairn.config import load_settings
+from cairn.core.settings import load_settings
 
 
 def test_the_first_claim_wins_and_later_ones_are_duplicates() -> None:

@@ -20,7 +20,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from cairn.cli import main
-from cairn.config import Settings, env_name, load_settings
+from cairn.core.settings import Settings, env_name, load_settings
 
 REPO = Path(__file__).parents[2]
 DEPLOY = REPO / "deploy"

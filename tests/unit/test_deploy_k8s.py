@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from cairn.cli import main
-from cairn.config import Settings, env_name, load_settings
-from cairn.workers.app import app as celery_app
+from cairn.core.settings import Settings, env_name, load_settings
+from cairn.workers.celery_app import app as celery_app
 
 MANIFEST = Path(__file__).parents[2] / "deploy" / "k8s" / "cairn.yaml"
 DOCS: list[dict[str, Any]] = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]

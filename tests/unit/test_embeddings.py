@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cairn.config import load_settings
-from cairn.errors import ConfigError
+from cairn.core.errors import ConfigError
+from cairn.core.settings import load_settings
 from cairn.memory.embed import (
     DEFAULT_HUB_MODEL,
     CachedEmbedder,

@@ -7,10 +7,11 @@ from dataclasses import replace
 import pytest
 from sqlmodel import SQLModel
 
-from cairn.bot.emoji import emoji_name
-from cairn.bot.events import ChatEvent, EventType, clean_text
+from cairn.core.errors import InvalidInput
+from cairn.core.reactions import emoji_name
+from cairn.core.text import clean_text
 from cairn.db.models import AgentSession, OutboundMessage, Reaction, SessionEvent, Tenant
-from cairn.errors import InvalidInput
+from cairn.sessions.events import ChatEvent, EventType
 
 
 def _message(text: str) -> ChatEvent:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cairn.logs import Throttle, bind, configure_logging
+from cairn.core.logs import Throttle, bind, configure_logging
 
 
 @pytest.fixture(autouse=True)

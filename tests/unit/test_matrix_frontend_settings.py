@@ -7,8 +7,8 @@ from nio.crypto import ENCRYPTION_ENABLED
 
 from cairn.bot.matrix import MatrixFrontend
 from cairn.bot.pipeline import Pipeline
-from cairn.config import load_settings
-from cairn.errors import ConfigError
+from cairn.core.errors import ConfigError
+from cairn.core.settings import load_settings
 from cairn.runtime import Runtime
 from cairn.workers.dispatch import InProcessDispatcher
 

@@ -18,9 +18,9 @@ from cairn.bot.matrix.mentions import (
     strip_reply_fallback,
 )
 from cairn.bot.matrix.render import message_content, split_text, to_html
-from cairn.bot.matrix.state import MatrixState, StateFile
-from cairn.config import load_settings
-from cairn.errors import ConfigError, StorageError
+from cairn.bot.matrix.sync_state import MatrixState, StateFile
+from cairn.core.errors import ConfigError, StorageError
+from cairn.core.settings import load_settings
 
 BOT = "@cairn:example.org"
 

@@ -6,7 +6,7 @@ from nio import MatrixRoom
 from nio.events.room_events import DefaultLevels, PowerLevels
 
 from cairn.bot.matrix.trust import creators_in, is_room_admin, is_untrusted
-from cairn.config import load_settings
+from cairn.core.settings import load_settings
 
 
 def test_users_of_servers_outside_the_trusted_ones_are_untrusted() -> None:

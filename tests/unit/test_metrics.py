@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import urllib.request
 
-from cairn.metrics import REGISTRY, record_llm_usage, serve_metrics
+from cairn.core.metrics import REGISTRY, record_llm_usage, serve_metrics
 
 PRICES = {"claude-sonnet-4": [3.0, 15.0, 0.3, 3.75]}
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from cairn.workers.llm.base import LLMRequest, Message, ToolResultBlock
-from cairn.workers.llm.offline import OFFLINE_NOTE, OfflineLLM
+from cairn.llm.offline import OFFLINE_NOTE, OfflineLLM
+from cairn.llm.types import LLMRequest, Message, ToolResultBlock
 
 
 def _ask(text: str) -> LLMRequest:

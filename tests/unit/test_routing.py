@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cairn.bot.events import ChatEvent
 from cairn.bot.routing import route
-from cairn.config import AgentSpec, Settings, load_settings
+from cairn.core.settings import AgentSpec, Settings, load_settings
+from cairn.sessions.events import ChatEvent
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_an_explicit_agent_is_kept(settings: Settings) -> None:
 
 
 def test_the_default_agent_must_be_declared_when_agents_are() -> None:
-    from cairn.errors import ConfigError
+    from cairn.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="CAIRN_AGENT is 'cairn'"):
         load_settings(CAIRN_AGENTS={"ops": AgentSpec()})

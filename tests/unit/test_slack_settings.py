@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cairn.config import load_settings
-from cairn.errors import ConfigError
+from cairn.core.errors import ConfigError
+from cairn.core.settings import load_settings
 
 
 def test_defaults_serve_every_interface_on_port_3000_and_follow_threads() -> None:

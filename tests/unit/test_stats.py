@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cairn.stats import percentiles
+from cairn.core.stats import percentiles
 
 
 def test_p50_is_the_median_and_p95_the_value_at_its_rank() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cairn.tokens import count_tokens
+from cairn.core.tokens import count_tokens
 
 
 def test_empty_text_costs_nothing() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cairn.errors import InvalidInput
+from cairn.core.errors import InvalidInput
 from cairn.memory.working import InProcessWorkingMemory, Pad, RedisWorkingMemory, WorkingMemory
 
 A = Pad("acme", "ops", "s1")

@@ -45,9 +45,6 @@ from nio.crypto import ENCRYPTION_ENABLED
 from sqlalchemy.exc import OperationalError
 
 from cairn.bot.dedupe import claim_or_warn, open_dedupe, release_quietly
-from cairn.bot.emoji import emoji_name
-from cairn.bot.events import ChatEvent, EventType
-from cairn.bot.ingest import Admission, Ingested
 from cairn.bot.matrix.invites import InvitePolicy
 from cairn.bot.matrix.mentions import (
     is_mentioned,
@@ -57,19 +54,15 @@ from cairn.bot.matrix.mentions import (
 )
 from cairn.bot.matrix.records import EventRecords
 from cairn.bot.matrix.render import message_content, split_text
-from cairn.bot.matrix.state import StateFile
+from cairn.bot.matrix.sync_state import StateFile
 from cairn.bot.matrix.trust import (
     creators_are_privileged,
     creators_in,
     is_room_admin,
     is_untrusted,
 )
-from cairn.bot.outbox import Outbox
 from cairn.bot.pipeline import Pipeline
-from cairn.config import Settings
-from cairn.db import is_unavailable
-from cairn.db.models import OutboundMessage
-from cairn.errors import (
+from cairn.core.errors import (
     CairnError,
     ConfigError,
     InvalidInput,
@@ -77,6 +70,13 @@ from cairn.errors import (
     StorageError,
     first_line,
 )
+from cairn.core.reactions import emoji_name
+from cairn.core.settings import Settings
+from cairn.db import is_unavailable
+from cairn.db.models import OutboundMessage
+from cairn.sessions.events import ChatEvent, EventType
+from cairn.sessions.ingest import Admission, Ingested
+from cairn.sessions.outbox import Outbox
 
 __all__ = ["ENCRYPTION_OFF_NOTICE", "MatrixFrontend"]
 

@@ -21,14 +21,14 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from sqlmodel import select
 
 from cairn.bot.dedupe import Dedupe, claim_or_warn, release_quietly
-from cairn.bot.outbox import Outbox
 from cairn.bot.slack.mrkdwn import split_message, to_mrkdwn
 from cairn.bot.slack.workspaces import Workspaces
 from cairn.bot.spool import Spool, SpoolError
-from cairn.config import Settings
+from cairn.core.errors import first_line
+from cairn.core.settings import Settings
 from cairn.db import Database, is_unavailable
 from cairn.db.models import EventStatus, OutboundMessage, SessionEvent
-from cairn.errors import first_line
+from cairn.sessions.outbox import Outbox
 
 __all__ = ["PART_TTL", "STATUS_TEXT", "Delivery", "part_key", "team_of"]
 

@@ -27,7 +27,7 @@ from waitress.server import create_server
 
 from cairn.bot.dedupe import open_dedupe
 from cairn.bot.pipeline import Pipeline
-from cairn.bot.slack.app import build_app, register
+from cairn.bot.slack.bolt_app import build_app, register
 from cairn.bot.slack.delivery import Delivery
 from cairn.bot.slack.http_guard import RequestGuard
 from cairn.bot.slack.inbound import Inbound
@@ -40,9 +40,9 @@ from cairn.bot.slack.workspaces import (
     installation_flow,
 )
 from cairn.bot.spool import Spool, spool_folder
-from cairn.config import Settings
+from cairn.core.errors import ConfigError
+from cairn.core.settings import Settings
 from cairn.db.models import EventStatus, OutboundMessage, OutboundStatus, SessionEvent
-from cairn.errors import ConfigError
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment

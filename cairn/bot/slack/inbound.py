@@ -25,18 +25,18 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from sqlmodel import select
 
 from cairn.bot.dedupe import Dedupe
-from cairn.bot.emoji import emoji_name
-from cairn.bot.events import ChatEvent, EventType
-from cairn.bot.ingest import Admission, Ingested
 from cairn.bot.pipeline import Pipeline
 from cairn.bot.slack.delivery import Delivery, part_key
 from cairn.bot.slack.mrkdwn import from_slack
 from cairn.bot.slack.people import People
 from cairn.bot.slack.workspaces import BotIdentity, Workspaces
 from cairn.bot.spool import Spool, Spooled
+from cairn.core.errors import InvalidInput, QueueError, first_line
+from cairn.core.reactions import emoji_name
 from cairn.db import is_unavailable
 from cairn.db.models import AgentSession
-from cairn.errors import InvalidInput, QueueError, first_line
+from cairn.sessions.events import ChatEvent, EventType
+from cairn.sessions.ingest import Admission, Ingested
 
 __all__ = ["PLATFORM", "BotIdentity", "Inbound", "tenant_of"]
 

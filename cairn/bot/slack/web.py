@@ -17,7 +17,7 @@ from slack_sdk.http_retry.builtin_handlers import (
     ServerErrorRetryHandler,
 )
 
-from cairn.config import Settings
+from cairn.core.settings import Settings
 
 __all__ = ["web_client"]
 

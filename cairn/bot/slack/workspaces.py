@@ -19,7 +19,7 @@ from slack_bolt.oauth.oauth_settings import OAuthSettings
 from slack_sdk import WebClient
 
 from cairn.bot.slack.web import web_client
-from cairn.config import Settings
+from cairn.core.settings import Settings
 from cairn.db import Database
 
 if TYPE_CHECKING:

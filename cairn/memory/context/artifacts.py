@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from cairn.core.errors import NotFound
+from cairn.core.tokens import count_tokens
 from cairn.db import Database
 from cairn.db.models import Artifact, ContextArtifact
-from cairn.errors import NotFound
-from cairn.tokens import count_tokens
 
 __all__ = ["ArtifactStore", "StoredArtifact", "address"]
 

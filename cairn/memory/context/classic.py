@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from sqlmodel import col, select
 
+from cairn.core.tokens import count_tokens
 from cairn.db import Database
 from cairn.db.models import EventKind, EventStatus, SessionEvent
 from cairn.memory.context.compiler import (
@@ -21,7 +22,6 @@ from cairn.memory.context.compiler import (
 )
 from cairn.memory.context.relevance import cached_tokens
 from cairn.memory.store import Recalled
-from cairn.tokens import count_tokens
 
 __all__ = ["ClassicCompiler"]
 

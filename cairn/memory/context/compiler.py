@@ -26,13 +26,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from cairn.errors import ConfigError
+from cairn.core.errors import ConfigError
+from cairn.llm.types import Message, TextBlock
 from cairn.memory.context.config import EngineConfig
 from cairn.memory.context.relevance import BM25, cached_tokens, keywords, trigram_similarity
 from cairn.memory.context.state import Item, SessionState, Unit, tier
 from cairn.memory.store import Recalled
 from cairn.memos import Memo
-from cairn.workers.llm.base import Message, TextBlock
 
 __all__ = [
     "LEVELS",

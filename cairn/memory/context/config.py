@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cairn.config import Settings
+from cairn.core.settings import Settings
 
 __all__ = ["EngineConfig"]
 
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    """Everything the engine may be tuned by; built from :class:`~cairn.config.Settings`."""
+    """Everything the engine may be tuned by; built from :class:`~cairn.core.settings.Settings`."""
 
     budget: int = 30000
     mode: str = "engine"

@@ -21,6 +21,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from cairn.core.errors import InvalidInput, NotFound
+from cairn.core.tokens import count_tokens
 from cairn.db import Database, insert_values, table
 from cairn.db.models import (
     AgentRow,
@@ -30,7 +32,7 @@ from cairn.db.models import (
     SessionEvent,
     utcnow,
 )
-from cairn.errors import InvalidInput, NotFound
+from cairn.llm.types import ToolSpec
 from cairn.memory.context.artifacts import ArtifactStore
 from cairn.memory.context.classic import ClassicCompiler
 from cairn.memory.context.compiler import CompiledPrompt, compile_prompt
@@ -46,8 +48,6 @@ from cairn.memory.context.state import (
 )
 from cairn.memory.store import Recalled
 from cairn.memos import Memo
-from cairn.tokens import count_tokens
-from cairn.workers.llm.base import ToolSpec
 
 __all__ = ["ContextEngine", "TurnContext", "agent_instructions", "tools_tokens"]
 

@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from cairn.core.tokens import count_tokens
 from cairn.memory.context.artifacts import SHORT, address
 from cairn.memory.context.distill import Distilled, distill
-from cairn.tokens import count_tokens
 
 __all__ = ["Card", "Rendered", "card_text", "make_card", "render_text"]
 

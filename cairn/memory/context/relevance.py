@@ -12,8 +12,8 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
+from cairn.core.tokens import count_tokens
 from cairn.memory.terms import terms
-from cairn.tokens import count_tokens
 
 __all__ = ["BM25", "cached_tokens", "keywords", "ordered_keywords", "trigram_similarity"]
 
@@ -25,7 +25,7 @@ _IDENT = re.compile(r"\b[\w./:-]*(?:\d[\w./:-]*[a-z]|[a-z][\w./:-]*\d|[a-z]+[-_.
 
 @lru_cache(maxsize=16384)
 def cached_tokens(text: str) -> int:
-    """:func:`cairn.tokens.count_tokens`, remembered: units and digests recur turn after turn."""
+    """:func:`~cairn.core.tokens.count_tokens`, remembered: units and digests recur turn by turn."""
     return count_tokens(text)
 
 

@@ -1,4 +1,4 @@
-"""The context engine's commands: ``cairn bench context`` and ``cairn session show``."""
+"""``cairn session show``: a session's state, checkpoint and context-engine telemetry."""
 
 from __future__ import annotations
 
@@ -9,80 +9,10 @@ from typing import Any
 import click
 from sqlmodel import select
 
+from cairn.core.errors import ConfigError, InvalidInput, NotFound
 from cairn.db import Database
-from cairn.errors import ConfigError, InvalidInput, NotFound
 
-__all__ = ["bench_context", "session_show"]
-
-
-@click.command("context")
-@click.option("--turns", default=300, show_default=True, type=click.IntRange(50, 5000),
-              help="Messages in the generated thread.")  # fmt: skip
-@click.option("--budget", default=30000, show_default=True, type=click.IntRange(1000, 1_000_000),
-              help="Token budget of each prompt.")  # fmt: skip
-@click.option("--seed", default=7, show_default=True, help="Seed of the generated thread.")
-@click.option("--json", "as_json", is_flag=True, help='Print {"engine": ..., "classic": ...}.')
-def bench_context(turns: int, budget: int, seed: int, as_json: bool) -> None:
-    """Drive a generated ops thread through the context engine and classic mode.
-
-    \b
-    The thread (a deterministic generator: incidents, pasted logs, diffs, test failures,
-    type-checker errors, stack traces, constraints and decisions stated early, look-back
-    questions later) is written to a temporary SQLite database and each turn's prompt is
-    compiled in both modes, with no model calls. Per mode it prints the prompt tokens at
-    turns 50 / 100 / 300, the maximum, whether the budget was ever exceeded, the share of
-    constraints and decisions present in every later prompt, the share of look-back questions
-    whose fact is in the prompt answering them, and compile time p50 / p95.
-    \b
-    Examples:
-      cairn bench context
-      cairn bench context --turns 100 --budget 20000 --json
-    """
-    from cairn.cli import _errors
-    from cairn.memory.context.bench import run_benchmark
-    from cairn.workers.tools import CONTEXT_TOOL_SPECS, TOOL_SPECS
-    from cairn.workers.turn import SYSTEM_FRAME
-
-    with _errors():
-        figures = run_benchmark(
-            turns=turns,
-            budget=budget,
-            system=SYSTEM_FRAME.format(agent="cairn"),
-            tools=TOOL_SPECS + CONTEXT_TOOL_SPECS,
-            seed=seed,
-        )
-        result = {name: fig.as_json() for name, fig in figures.items()}
-        if as_json:
-            click.echo(json.dumps(result))
-            return
-        click.echo(f"context benchmark: {turns} turns, budget {budget} tokens, seed {seed}")
-        rows = [
-            ("prompt tokens at turn 50", "tokens_at", "50"),
-            ("prompt tokens at turn 100", "tokens_at", "100"),
-            ("prompt tokens at turn 300", "tokens_at", "300"),
-            ("max prompt tokens", "max_prompt_tokens", None),
-            ("budget exceeded", "budget_exceeded", None),
-            ("constraints+decisions retained", "constraints_retained", None),
-            ("look-back facts present", "lookback_present", None),
-            ("compile ms p50", "compile_ms", "p50"),
-            ("compile ms p95", "compile_ms", "p95"),
-        ]
-        click.echo(f"{'':34}{'engine':>14}{'classic':>14}")
-        for label, key, sub in rows:
-            cells = []
-            for mode in ("engine", "classic"):
-                value = result[mode][key]
-                value = value[sub] if sub else value
-                cells.append(f"{value:>14.3f}" if isinstance(value, float) else f"{value!s:>14}")
-            click.echo(f"{label:34}{''.join(cells)}")
-        engine, classic = result["engine"], result["classic"]
-        share = engine["tokens_at"]["300"] / max(1, classic["tokens_at"]["300"])
-        prepare = sorted(figures["engine"].prepare_ms)
-        click.echo(f"engine tokens at the last checkpoint turn: {share:.1%} of classic's")
-        click.echo(
-            "engine resume + distil of the new message, ms p50 / p95: "
-            f"{statistics.median(prepare):.1f} / {prepare[int(len(prepare) * 0.95) - 1]:.1f}"
-        )
+__all__ = ["session_show"]
 
 
 @click.command("show")
@@ -102,10 +32,10 @@ def session_show(thread: str, tenant: str | None, channel: str | None, as_json: 
       cairn session show main
       cairn session show incident-42 --tenant console --json
     """
-    from cairn.cli import _errors, _settings
+    from cairn.commands.common import cli_errors, load_settings
 
-    with _errors():
-        settings = _settings()
+    with cli_errors():
+        settings = load_settings()
         db = Database(settings.effective_database_url)
         try:
             db.migrate()  # as every command does: an older schema lacks the engine's tables
@@ -153,7 +83,7 @@ def session_report(
             s.exec(select(SessionEvent.kind).where(SessionEvent.session_id == session.id)).all()
         )
     try:
-        from cairn.config import get_settings
+        from cairn.core.settings import get_settings
 
         config = EngineConfig.from_settings(get_settings())
     except ConfigError:

@@ -9,11 +9,11 @@ from datetime import datetime, timedelta
 
 import click
 
-from cairn.cli import name_checker
-from cairn.config import get_settings
+from cairn.commands.common import name_checker
+from cairn.core.errors import CairnError, InvalidInput
+from cairn.core.settings import get_settings
 from cairn.db import Database
 from cairn.db.models import utcnow
-from cairn.errors import CairnError, InvalidInput
 from cairn.memos.box import Memo, MemoBox
 
 __all__ = ["memo"]

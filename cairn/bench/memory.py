@@ -22,15 +22,15 @@ from typing import Any
 
 import click
 
+from cairn.core.errors import InvalidInput
+from cairn.core.stats import percentiles
 from cairn.db import Database
-from cairn.errors import InvalidInput
 from cairn.memory.embed import Embedder, build_embedder
 from cairn.memory.index import embedded_index
 from cairn.memory.ranking import RankWeights
 from cairn.memory.scope import Scope, Source, Visibility
 from cairn.memory.store import MemoryStore
 from cairn.memory.terms import terms
-from cairn.stats import percentiles
 
 __all__ = ["RecallReport", "bench_recall", "bench_scale", "run_recall", "run_scale"]
 
@@ -252,10 +252,10 @@ def bench_recall(data: Path | None, ks: str, as_json: bool) -> None:
     Example:
       cairn bench recall --data ../shared/data/locomo --k 5,10 --json
     """
-    from cairn.cli import _errors, _settings
+    from cairn.commands.common import cli_errors, load_settings
 
-    with _errors():
-        settings = _settings()
+    with cli_errors():
+        settings = load_settings()
         cutoffs = _parse_ks(ks)
         folder = data or default_locomo()
         if not folder.is_dir():
@@ -378,10 +378,10 @@ def bench_scale(memories: str, queries: int, as_json: bool) -> None:
     Example:
       cairn bench scale --memories 10000 --json
     """
-    from cairn.cli import _errors, _settings
+    from cairn.commands.common import cli_errors, load_settings
 
-    with _errors():
-        settings = _settings()
+    with cli_errors():
+        settings = load_settings()
         sizes = _parse_ks(memories)
         embedder = build_embedder(settings.embeddings, settings.embedding_engine)
         result = {"sizes": {str(n): run_scale(n, embedder, queries=queries) for n in sizes}}

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from cairn.config import Settings, config_file
-from cairn.redact import mask_urls
+from cairn.core.redact import mask_urls
+from cairn.core.settings import Settings, config_file
 
 __all__ = ["Check", "run_checks"]
 
@@ -65,8 +65,8 @@ def _config(settings: Settings) -> Check:
 
 
 def _database(settings: Settings) -> Check:
+    from cairn.core.errors import StorageError
     from cairn.db import Database
-    from cairn.errors import StorageError
 
     db = Database(settings.effective_database_url)
     try:
@@ -122,7 +122,7 @@ def _redis(settings: Settings) -> Check:
 def _workers(settings: Settings) -> Check:
     if not settings.broker_url:
         return Check("workers", "skip", "no broker: messages are handled in-process")
-    from cairn.workers.app import configure_celery
+    from cairn.workers.celery_app import configure_celery
 
     replies = configure_celery(settings).control.ping(timeout=2.0) or []
     if not replies:
@@ -154,7 +154,7 @@ def _beat(settings: Settings) -> str:
 
 
 def _vectors(settings: Settings) -> Check:
-    from cairn.errors import ConfigError
+    from cairn.core.errors import ConfigError
     from cairn.memory.embed import build_embedder
     from cairn.memory.index import IndexUnavailable, index_for
 

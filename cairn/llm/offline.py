@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.workers.llm.base import (
+from cairn.llm.types import (
     LLMRequest,
     LLMResponse,
     TextBlock,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from cairn.core.errors import InvalidInput
+from cairn.core.text import LONE_SURROGATE, clean_text, printable
 from cairn.db.models import (
     AGENT_CHARS,
     CHANNEL_CHARS,
@@ -19,7 +20,6 @@ from cairn.db.models import (
     THREAD_CHARS,
     USER_CHARS,
 )
-from cairn.errors import InvalidInput
 
 __all__ = [
     "NAME_LIMITS",
@@ -27,8 +27,6 @@ __all__ = [
     "ChatReply",
     "EventType",
     "checked_name",
-    "clean_text",
-    "printable",
 ]
 
 # The longest value each name of a ChatEvent may have: the width of the column that keeps it.
@@ -58,7 +56,6 @@ _LABELS = {
 
 # A lone surrogate is what an undecodable byte becomes (surrogateescape), or what a broken
 # "\ud83d" escape in JSON decodes to; no database and no UTF-8 stream can take one.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class EventType(StrEnum):
@@ -122,7 +119,7 @@ class ChatEvent:
                 f"{self.channel[:40]!r} the limit is {REF_CHARS - len(self.channel) - 1}"
             )
         if self.type is EventType.MESSAGE:
-            bad = _SURROGATE.search(self.text)
+            bad = LONE_SURROGATE.search(self.text)
             if bad is not None:
                 raise InvalidInput(
                     f"the message is not valid UTF-8 text (character {bad.start() + 1} is an "
@@ -159,24 +156,11 @@ def checked_name(field: str, value: str) -> str:
         raise InvalidInput(
             f"the {label} is {len(value)} characters long; the limit is {limit} characters"
         )
-    if _SURROGATE.search(value) or any(unicodedata.category(ch) == "Cc" for ch in value):
+    if LONE_SURROGATE.search(value) or any(unicodedata.category(ch) == "Cc" for ch in value):
         raise InvalidInput(
             f"the {label} {printable(value)!r} has a control character or an undecodable byte"
         )
     return value
-
-
-def printable(text: str) -> str:
-    """``text`` with each lone surrogate replaced by U+FFFD, so that writing it as UTF-8
-    cannot fail (what an undecodable byte or a broken escape left in it)."""
-    return _SURROGATE.sub("\ufffd", text)
-
-
-def clean_text(text: str) -> str:
-    """Text with control characters (but tab and newline) removed, NFC-normalised, trimmed."""
-    text = unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))
-    kept = (ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
-    return "".join(kept).strip()
 
 
 @dataclass(frozen=True, slots=True)

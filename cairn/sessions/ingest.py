@@ -18,9 +18,9 @@ from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
-from cairn.bot.events import ChatEvent, EventType
 from cairn.db.models import EventKind, EventStatus, OutboundMessage, SessionEvent
-from cairn.memory.events import EventLog, ThreadRef
+from cairn.sessions.events import ChatEvent, EventType
+from cairn.sessions.log import EventLog, ThreadRef
 
 __all__ = ["Admission", "Ingested", "ingest"]
 

@@ -41,13 +41,13 @@ import click
 import redis
 from sqlmodel import col, select
 
-from cairn.bot.events import ChatEvent
 from cairn.bot.pipeline import Pipeline
-from cairn.config import Settings, load_settings
+from cairn.core.errors import CairnError
+from cairn.core.settings import Settings, load_settings
+from cairn.core.stats import percentiles
 from cairn.db.models import EventKind, EventStatus, OutboundMessage, SessionEvent
-from cairn.errors import CairnError
-from cairn.stats import percentiles
-from cairn.workers.app import configure_celery
+from cairn.sessions.events import ChatEvent
+from cairn.workers.celery_app import configure_celery
 
 __all__ = ["PipelineFigures", "bench_pipeline", "run_mode"]
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 
 from cairn.bot.slack.home import retract_memory
-from cairn.errors import CairnError
+from cairn.core.errors import CairnError
 from cairn.memory import Scope, Source, Visibility
 from cairn.runtime import Runtime
 

@@ -13,7 +13,7 @@ from typing import Protocol
 import redis
 from redis.lock import Lock
 
-from cairn.errors import QueueError, SessionBusy
+from cairn.core.errors import QueueError, SessionBusy
 
 __all__ = ["LocalLocks", "RedisLocks", "SessionLocks"]
 

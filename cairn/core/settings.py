@@ -1,7 +1,8 @@
 """Cairn's one settings model, read once from the environment and an optional ``cairn.toml``.
 
 Environment variables win over the file. Every field names the variable it is read from; a
-missing or contradictory setting raises :class:`~cairn.errors.ConfigError` naming that variable.
+missing or contradictory setting raises
+:class:`~cairn.core.errors.ConfigError` naming that variable.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from cairn.errors import ConfigError
-from cairn.redact import mask_url, mask_urls, url_secrets
+from cairn.core.errors import ConfigError
+from cairn.core.redact import mask_url, mask_urls, url_secrets
 
 __all__ = [
     "Settings",

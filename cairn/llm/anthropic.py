@@ -26,9 +26,9 @@ from anthropic.types import (
 )
 from anthropic.types import Message as APIMessage
 
-from cairn.errors import ConfigError, LLMAuthError, LLMError
-from cairn.redact import mask_url
-from cairn.workers.llm.base import (
+from cairn.core.errors import ConfigError, LLMAuthError, LLMError
+from cairn.core.redact import mask_url
+from cairn.llm.types import (
     Block,
     LLMRequest,
     LLMResponse,
@@ -41,7 +41,7 @@ from cairn.workers.llm.base import (
 )
 
 if TYPE_CHECKING:
-    from cairn.config import Settings
+    from cairn.core.settings import Settings
 
 __all__ = ["DEFAULT_BASE_URL", "LONGEST_RETRY_AFTER", "AnthropicLLM"]
 
@@ -57,7 +57,7 @@ _CACHED: CacheControlEphemeralParam = {"type": "ephemeral"}
 
 
 class AnthropicLLM:
-    """Claude through the Messages API; implements :class:`~cairn.workers.llm.base.LLM`."""
+    """Claude through the Messages API; implements :class:`~cairn.llm.types.LLM`."""
 
     name = "anthropic"
 
@@ -74,8 +74,8 @@ class AnthropicLLM:
         """Prepare a client; nothing is sent until :meth:`complete`.
 
         ``base_url`` defaults to the public API (the SDK's own environment lookup is bypassed, so
-        :class:`~cairn.config.Settings` stays the one source of configuration). ``timeout`` is
-        per attempt; ``max_retries`` counts the attempts after the first. With ``stream`` the
+        :class:`~cairn.core.settings.Settings` stays the one source of configuration). ``timeout``
+        is per attempt; ``max_retries`` counts the attempts after the first. With ``stream`` the
         answer is read as Server-Sent Events and assembled before it is returned.
 
         Raises ConfigError when ``api_key`` is empty.

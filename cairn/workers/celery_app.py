@@ -1,4 +1,4 @@
-"""The Celery application. ``celery -A cairn.workers.app worker`` (or ``cairn worker``) runs it.
+"""The Celery application: ``celery -A cairn.workers.celery_app worker`` (or ``cairn worker``).
 
 Without CAIRN_BROKER_URL the same tasks run in-process (see :mod:`cairn.workers.dispatch`).
 """
@@ -12,8 +12,8 @@ import os
 from celery import Celery
 from celery.signals import worker_process_init, worker_process_shutdown
 
-from cairn.config import Settings, get_settings
-from cairn.errors import ConfigError
+from cairn.core.errors import ConfigError
+from cairn.core.settings import Settings, get_settings
 from cairn.workers.broker import is_redis_url
 
 __all__ = ["app", "configure_celery"]
@@ -74,7 +74,7 @@ def _warm_up(**_: object) -> None:
 @worker_process_shutdown.connect  # type: ignore[untyped-decorator,unused-ignore]
 def _exited(pid: int | None = None, **_: object) -> None:
     """Let /metrics drop a pool child's live-only series (multiprocess mode)."""
-    from cairn.metrics import process_exited
+    from cairn.core.metrics import process_exited
 
     process_exited(pid or os.getpid())
 

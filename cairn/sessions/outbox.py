@@ -11,10 +11,10 @@ from __future__ import annotations
 from sqlalchemy import update
 from sqlmodel import col, select
 
-from cairn.bot.events import ChatReply
-from cairn.config import Settings
+from cairn.core.settings import Settings
 from cairn.db import Database
 from cairn.db.models import OutboundMessage, OutboundStatus, utcnow
+from cairn.sessions.events import ChatReply
 
 __all__ = ["Outbox", "as_reply"]
 
@@ -39,8 +39,8 @@ class Outbox:
     """Pending bot messages of one platform, oldest first.
 
     With ``settings``, only the messages of the agents this process's bot identity speaks for
-    (:meth:`~cairn.config.Settings.speaks_for`): a deployment may give an agent a bot identity
-    of its own, served by its own frontend.
+    (:meth:`~cairn.core.settings.Settings.speaks_for`): a deployment may give an agent a bot
+    identity of its own, served by its own frontend.
     """
 
     def __init__(self, db: Database, platform: str, settings: Settings | None = None) -> None:

@@ -26,14 +26,14 @@ from pathlib import Path
 import click
 from sqlmodel import col, select
 
-from cairn.bot.events import ChatEvent, EventType
-from cairn.bot.ingest import Admission, ingest
-from cairn.config import load_settings
+from cairn.core.errors import CairnError
+from cairn.core.settings import load_settings
 from cairn.db.models import MemoryUse, OutboundMessage
-from cairn.errors import CairnError
 from cairn.memory import Scope
-from cairn.memory.events import EventLog
 from cairn.runtime import Runtime, build_runtime
+from cairn.sessions.events import ChatEvent, EventType
+from cairn.sessions.ingest import Admission, ingest
+from cairn.sessions.log import EventLog
 from cairn.workers.turn import handle_pending
 
 __all__ = ["TOPICS", "FeedbackFigures", "Topic", "feedback_command", "run_feedback"]
@@ -326,9 +326,9 @@ def feedback_command(sessions: int, seed: int, as_json: bool) -> None:
     Example:
       cairn bench feedback --sessions 200 --seed 3 --json
     """
-    from cairn.cli import _errors
+    from cairn.commands.common import cli_errors
 
-    with _errors():
+    with cli_errors():
         if sessions < 1:
             raise click.BadParameter("must be at least 1", param_hint="--sessions")
         figures = run_feedback(

@@ -17,11 +17,11 @@ from typing import Any, TypeVar
 
 import click
 
-from cairn.cli import name_checker
-from cairn.errors import InvalidInput, NotFound
+from cairn.commands.common import name_checker
+from cairn.core.errors import InvalidInput, NotFound
+from cairn.core.progress import progress_bar
 from cairn.memory.scope import Scope
 from cairn.memory.store import MEMORY_KINDS, Memory, MemoryStore
-from cairn.progress import progress_bar
 
 __all__ = ["memory", "session_end"]
 
@@ -30,11 +30,11 @@ _Command = TypeVar("_Command", bound=Callable[..., Any])
 
 @contextmanager
 def _runtime(tenant: str | None, agent: str | None) -> Iterator[tuple[Any, Scope]]:
-    from cairn.cli import _errors, _settings
+    from cairn.commands.common import cli_errors, load_settings
     from cairn.runtime import build_runtime
 
-    with _errors():
-        settings = _settings()
+    with cli_errors():
+        settings = load_settings()
         rt = build_runtime(settings)
         try:
             tenant = settings.console_tenant if tenant is None else tenant
@@ -372,12 +372,16 @@ def memory_gc(tenant: str, dry_run: bool, as_json: bool) -> None:
 
     Pruning is a retraction with its reason recorded, never a delete.
     """
-    from cairn.memory.tiers import collect_garbage
+    from cairn.memory.tiers import TierPolicy, collect_garbage
 
     with _runtime(tenant, None) as (rt, _):
         with progress_bar("collecting", quiet=as_json) as progress:
             report = collect_garbage(
-                rt.db, tenant, tier_policy(rt.settings), dry_run=dry_run, progress=progress
+                rt.db,
+                tenant,
+                TierPolicy.from_settings(rt.settings),
+                dry_run=dry_run,
+                progress=progress,
             )
         with progress_bar("indexing", quiet=as_json) as progress:
             rt.memory.flush_outbox(progress=progress)
@@ -411,20 +415,6 @@ def memory_reindex(as_json: bool) -> None:
                 f"queued {report.queued} live memories, indexed {report.applied}"
                 + (f", {report.pending} left pending (see the log)" if report.pending else "")
             )
-
-
-def tier_policy(settings: Any) -> Any:
-    """The tier policy the settings describe."""
-    from cairn.memory.tiers import TierPolicy
-
-    return TierPolicy(
-        half_life_days=settings.memory_half_life_days,
-        warm_below=settings.memory_warm_below,
-        cold_below=settings.memory_cold_below,
-        hot_budget=settings.memory_hot_budget,
-        warm_budget=settings.memory_warm_budget,
-        prune_after_days=settings.memory_prune_after_days,
-    )
 
 
 @memory.command("doctor")
@@ -504,7 +494,7 @@ def session_end(thread: str, tenant: str | None, channel: str | None, as_json: b
     from sqlmodel import select
 
     from cairn.db.models import AgentSession
-    from cairn.memory.learnings import end_session
+    from cairn.workers.session_end import end_session
 
     with _runtime(tenant, None) as (rt, scope):
         with rt.db.session() as s:

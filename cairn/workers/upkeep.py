@@ -20,11 +20,10 @@ from sqlalchemy import func, update
 from sqlmodel import col, select
 
 from cairn.db.models import AgentSession, EventStatus, SessionEvent, Tenant, utcnow
-from cairn.memory.commands import tier_policy
-from cairn.memory.learnings import end_session
-from cairn.memory.tiers import collect_garbage
+from cairn.memory.tiers import TierPolicy, collect_garbage
 from cairn.memos.box import MemoBox
 from cairn.runtime import Runtime
+from cairn.workers.session_end import end_session
 
 __all__ = [
     "SESSION_END_HOOKS",
@@ -51,7 +50,7 @@ def reconcile_index(rt: Runtime) -> int:
 
 def rotate_tiers(rt: Runtime) -> int:
     """Decay and tier rotation (and rule-based garbage collection) for every tenant."""
-    policy = tier_policy(rt.settings)
+    policy = TierPolicy.from_settings(rt.settings)
     with rt.db.session() as s:
         tenants = list(s.exec(select(Tenant.id)).all())
     for tenant in tenants:

@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cairn.errors import StorageError
+from cairn.core.errors import StorageError
 
 __all__ = ["MatrixState", "StateFile"]
 

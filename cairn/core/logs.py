@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from cairn.redact import mask_urls
+from cairn.core.redact import mask_urls
 
 __all__ = ["RedactingFilter", "Throttle", "bind", "configure_logging"]
 
@@ -32,7 +32,7 @@ def _fields() -> dict[str, Any]:
 
 
 # Shapes of credentials that must never reach a log, whatever code logs them (the passwords
-# and tokens written in URLs are masked by cairn.redact).
+# and tokens written in URLs are masked by cairn.core.redact).
 _SECRET_SHAPES = re.compile(
     r"xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|sk-ant-[A-Za-z0-9_-]+|syt_[A-Za-z0-9_]+"
 )

@@ -21,7 +21,6 @@ from slack_bolt.response import BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from cairn.bot.slack.commands import run_command
 from cairn.bot.slack.home import (
     CONFIRM_ACTION,
     RETRACT_ACTION,
@@ -30,9 +29,10 @@ from cairn.bot.slack.home import (
     retract_memory,
 )
 from cairn.bot.slack.inbound import Inbound, tenant_of
+from cairn.bot.slack.slash import run_command
 from cairn.bot.spool import SpoolError
-from cairn.config import Settings
-from cairn.errors import ConfigError
+from cairn.core.errors import ConfigError
+from cairn.core.settings import Settings
 from cairn.runtime import Runtime
 
 __all__ = ["SUGGESTED_PROMPTS", "build_app", "register"]
