@@ -31,7 +31,7 @@ import pytest
 from sqlmodel import select
 
 from cairn.bot.matrix import ENCRYPTION_OFF_NOTICE, MatrixFrontend
-from cairn.bot.matrix.frontend import SYNC_FILTER
+from cairn.bot.matrix.sync import SYNC_FILTER
 from cairn.bot.matrix.sync_state import StateFile
 from cairn.bot.pipeline import Pipeline
 from cairn.core.errors import CairnError

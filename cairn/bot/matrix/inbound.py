@@ -1,0 +1,240 @@
+"""Matrix events in: messages, reactions and their redactions turned into ChatEvents for the
+pipeline.
+
+A message belongs to a session when it mentions the bot (it starts a thread), continues a thread
+that has a session, or replies to a bot message. A storage failure propagates, so that the sync
+retries the whole batch without advancing its ``since`` token; an event that is stored but could
+not be queued (QueueError) is left to recovery; one malformed event is logged and skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from nio import (
+    AsyncClient,
+    MatrixRoom,
+    ReactionEvent,
+    RedactionEvent,
+    RoomGetStateResponse,
+    RoomMessageText,
+    RoomSendResponse,
+)
+
+from cairn.bot.matrix.account import PLATFORM, BotAccount
+from cairn.bot.matrix.delivery import Typing
+from cairn.bot.matrix.mentions import (
+    is_mentioned,
+    mentioned_users,
+    strip_mention,
+    strip_reply_fallback,
+)
+from cairn.bot.matrix.records import EventRecords
+from cairn.bot.matrix.render import message_content
+from cairn.bot.matrix.trust import (
+    creators_are_privileged,
+    creators_in,
+    is_room_admin,
+    is_untrusted,
+)
+from cairn.bot.pipeline import Pipeline
+from cairn.core.errors import InvalidInput, QueueError
+from cairn.core.reactions import emoji_name
+from cairn.core.settings import Settings
+from cairn.db import is_unavailable
+from cairn.sessions.events import ChatEvent, EventType
+from cairn.sessions.ingest import Admission, Ingested
+
+__all__ = ["TIMELINE_EVENTS", "Inbound"]
+
+log = logging.getLogger(__name__)
+
+# The timeline events taken in; the sync hands over each of them, from a batch or a gap.
+TIMELINE_EVENTS = (RoomMessageText, ReactionEvent, RedactionEvent)
+
+
+class Inbound:
+    """Takes in the timeline events of ``account``'s rooms."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        settings: Settings,
+        account: BotAccount,
+        records: EventRecords,
+        typing: Typing,
+    ) -> None:
+        self.pipeline = pipeline
+        self.settings = settings
+        self.account = account
+        self.records = records
+        self.typing = typing
+        # Set by the sync: the batch is the first of a new device, whose old history is not
+        # answered.
+        self.history = False
+        self._creators: dict[str, frozenset[str]] = {}  # room -> its creators (room v12+)
+        self._client_now: AsyncClient | None = None
+
+    def listen(self, client: AsyncClient) -> None:
+        """Take in the timeline events ``client``'s sync reports."""
+        self._client_now = client
+        client.add_event_callback(self.take, TIMELINE_EVENTS)
+
+    def _client(self) -> AsyncClient:
+        assert self._client_now is not None, "used before listen()"
+        return self._client_now
+
+    async def take(self, room: MatrixRoom, event: Any) -> None:
+        """Take in one timeline event. Storage failures propagate: the batch is retried."""
+        if self.history or event.sender == self.account.user_id:
+            return
+        try:
+            if isinstance(event, RoomMessageText):
+                await self._on_message(room, event)
+            elif isinstance(event, ReactionEvent):
+                await self._on_reaction(room, event)
+            elif isinstance(event, RedactionEvent):
+                await self._on_redaction(room, event)
+        except Exception as exc:
+            if is_unavailable(exc):
+                raise  # the database is down: the batch is retried, since is not advanced
+            # One malformed event must not stop the room: log it and go on.
+            log.exception("could not take in Matrix event %s", getattr(event, "event_id", "?"))
+
+    async def _on_message(self, room: MatrixRoom, event: RoomMessageText) -> None:
+        content: dict[str, Any] = event.source.get("content") or {}
+        relation: dict[str, Any] = content.get("m.relates_to") or {}
+        if relation.get("rel_type") == "m.replace":
+            return  # an edit; the first version was the message
+        room_id = str(room.room_id)
+        mentioned = is_mentioned(content, self.account.user_id, self.account.names)
+        addressed = True
+        thread: str | None
+        if relation.get("rel_type") == "m.thread" and isinstance(relation.get("event_id"), str):
+            thread = str(relation["event_id"])
+            if not mentioned:
+                owner = await asyncio.to_thread(self.records.thread_agent, room_id, thread)
+                if owner is None:
+                    return  # a thread the bot is not part of
+                # A follow-up without a mention is for the agent the thread began with; another
+                # agent's own identity (or the shared one) only logs it as context.
+                addressed = self.settings.speaks_for(owner)
+        else:
+            reply_to = (relation.get("m.in_reply_to") or {}).get("event_id")
+            thread = None
+            if isinstance(reply_to, str):
+                thread = await asyncio.to_thread(self.records.thread_of_bot_message, reply_to)
+            if thread is None:
+                if not mentioned:
+                    return
+                thread = str(event.event_id)  # the mention starts a thread
+        text = str(event.body or "")
+        if "m.in_reply_to" in relation and not relation.get("is_falling_back"):
+            text = strip_reply_fallback(text)
+        text = strip_mention(text, self.account.user_id, self.account.names).strip()
+        if not text:
+            return  # a bare mention
+        chat = ChatEvent(
+            platform=PLATFORM,
+            tenant=self.account.tenant,
+            channel=room_id,
+            thread=thread,
+            user=str(event.sender),
+            text=text,
+            event_id=str(event.event_id),
+            message_id=str(event.event_id),
+            mentions=mentioned_users(content),
+            addressed=addressed,
+            agent=self.settings.identity_agent if addressed else None,
+            untrusted=is_untrusted(str(event.sender), self.settings.matrix_trusted),
+            raw=event.source,
+        )
+        result = await self._accept(chat, room_id, thread)
+        if result is not None and result.admission is Admission.QUEUED and result.event_row:
+            self.typing.busy(result.event_row, room_id)
+
+    async def _on_reaction(self, room: MatrixRoom, event: ReactionEvent) -> None:
+        target = str(event.reacts_to)
+        await self._accept(
+            ChatEvent(
+                platform=PLATFORM,
+                tenant=self.account.tenant,
+                channel=str(room.room_id),
+                thread=target,
+                user=str(event.sender),
+                type=EventType.REACTION_ADDED,
+                event_id=str(event.event_id),
+                reaction=emoji_name(str(event.key)),
+                target_id=target,
+                admin=await self._is_admin(room, str(event.sender)),
+            ),
+            None,
+            None,
+        )
+
+    async def _is_admin(self, room: MatrixRoom, user_id: str) -> bool:
+        """Whether ``user_id`` is an admin of ``room`` (see :func:`is_room_admin`).
+
+        From room version 12 the creators are not in the power levels; they are read from the
+        room's state once per room and kept.
+        """
+        if is_room_admin(room, user_id):
+            return True
+        if not creators_are_privileged(room):
+            return False
+        room_id = str(room.room_id)
+        if room_id not in self._creators:
+            response = await self._client().room_get_state(room_id)
+            if not isinstance(response, RoomGetStateResponse):
+                log.warning("could not read the state of %s: %s", room_id, response)
+                return False  # not kept: asked again on the next reaction
+            self._creators[room_id] = creators_in(response.events)
+        return is_room_admin(room, user_id, self._creators[room_id])
+
+    async def _on_redaction(self, room: MatrixRoom, event: RedactionEvent) -> None:
+        redacted = event.redacts or (event.source.get("content") or {}).get("redacts")
+        if not isinstance(redacted, str):
+            return
+        reaction = await asyncio.to_thread(self.records.reaction, redacted)
+        if reaction is None:
+            return  # not a reaction the bot took in
+        await self._accept(
+            ChatEvent(
+                platform=PLATFORM,
+                tenant=self.account.tenant,
+                channel=str(room.room_id),
+                thread=reaction.target,
+                # Whoever redacted it, the reaction that goes away is its author's.
+                user=reaction.user,
+                type=EventType.REACTION_REMOVED,
+                event_id=str(event.event_id),
+                reaction=reaction.emoji,
+                target_id=reaction.target,
+            ),
+            None,
+            None,
+        )
+
+    async def _accept(
+        self, event: ChatEvent, room_id: str | None, thread: str | None
+    ) -> Ingested | None:
+        """Hand ``event`` to the pipeline; a rejected message is answered with the reason."""
+        try:
+            return await asyncio.to_thread(self.pipeline.accept, event)
+        except InvalidInput as exc:
+            if room_id and thread:
+                await self._say(room_id, thread, str(exc), key=f"invalid-{event.event_id}")
+            return None
+        except QueueError as exc:  # the event is stored; recovery queues it again later
+            log.warning("Matrix event %s stored but not queued: %s", event.event_id, exc)
+            return None
+
+    async def _say(self, room_id: str, thread: str, text: str, *, key: str) -> None:
+        content = message_content(text, notice=True, thread_root=thread, in_reply_to=thread)
+        response = await self._client().room_send(
+            room_id, "m.room.message", content, tx_id=f"cairn-{key}"
+        )
+        if not isinstance(response, RoomSendResponse):
+            log.warning("could not post to %s: %s", room_id, response)
