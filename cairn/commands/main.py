@@ -314,11 +314,11 @@ def bench() -> None:
     cls=LazyGroup,
     lazy={
         "end": (
-            "cairn.commands.memory:session_end",
+            "cairn.commands.session:session_end",
             "End the session of THREAD: extract learnings and announce them in the thread.",
         ),
         "show": (
-            "cairn.commands.context:session_show",
+            "cairn.commands.session:session_show",
             "Show a session (one chat thread): its state, its checkpoint and the engine's "
             "telemetry.",
         ),

@@ -23,13 +23,13 @@ from cairn.core.progress import progress_bar
 from cairn.memory.scope import Scope
 from cairn.memory.store import MEMORY_KINDS, Memory, MemoryStore
 
-__all__ = ["memory", "session_end"]
+__all__ = ["memory", "memory_json", "scoped_runtime", "tenant_option"]
 
 _Command = TypeVar("_Command", bound=Callable[..., Any])
 
 
 @contextmanager
-def _runtime(tenant: str | None, agent: str | None) -> Iterator[tuple[Any, Scope]]:
+def scoped_runtime(tenant: str | None, agent: str | None) -> Iterator[tuple[Any, Scope]]:
     from cairn.commands.common import cli_errors, load_settings
     from cairn.runtime import build_runtime
 
@@ -55,7 +55,7 @@ def _tenant(ctx: click.Context, param: click.Parameter, value: str | None) -> st
         raise click.BadParameter(str(exc), ctx, param) from exc
 
 
-def _tenant_option(help: str, *, required: bool = False) -> Callable[[_Command], _Command]:
+def tenant_option(help: str, *, required: bool = False) -> Callable[[_Command], _Command]:
     return click.option("--tenant", required=required, callback=_tenant, help=help)
 
 
@@ -66,10 +66,10 @@ def _scope_options(fn: Any) -> Any:
         callback=name_checker("agent"),
         help="Agent (default: CAIRN_AGENT).",
     )(fn)
-    return _tenant_option("Tenant (default: the console's).")(fn)
+    return tenant_option("Tenant (default: the console's).")(fn)
 
 
-def _as_json(memory: Memory) -> dict[str, Any]:
+def memory_json(memory: Memory) -> dict[str, Any]:
     return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in asdict(memory).items()}
 
 
@@ -135,13 +135,13 @@ def memory_list(
     as_json: bool,
 ) -> None:
     """List the newest memories an agent can see."""
-    with _runtime(tenant, agent) as (rt, scope):
+    with scoped_runtime(tenant, agent) as (rt, scope):
         rows = rt.memory.newest(
             scope, limit=limit, include_retracted=include_retracted, kind=kind, tier=tier
         )
         if as_json:
             for m in rows:
-                click.echo(json.dumps(_as_json(m)))
+                click.echo(json.dumps(memory_json(m)))
         else:
             _table(rows)
 
@@ -158,11 +158,11 @@ def memory_search(query: str, tenant: str | None, agent: str | None, k: int, as_
     Example:
       cairn memory search "who owns the VPN?" -k 3
     """
-    with _runtime(tenant, agent) as (rt, scope):
+    with scoped_runtime(tenant, agent) as (rt, scope):
         found = rt.memory.recall(query, scope, k)
         if as_json:
             for r in found:
-                click.echo(json.dumps({**_as_json(r.memory), "score": r.score}))
+                click.echo(json.dumps({**memory_json(r.memory), "score": r.score}))
         else:
             _table([r.memory for r in found], [r.score for r in found])
 
@@ -176,12 +176,12 @@ memory.add_command(memory_search, "recall")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def memory_show(memory_id: int, tenant: str | None, agent: str | None, as_json: bool) -> None:
     """Everything about one memory: scope, source, scores, tier, retraction, share history."""
-    with _runtime(tenant, agent) as (rt, scope):
+    with scoped_runtime(tenant, agent) as (rt, scope):
         found = rt.memory.get(memory_id, scope)
         if found is None:
             raise NotFound(f"no memory #{memory_id} visible to {scope.agent} in {scope.tenant}")
         audit = _audit(rt.memory, found, scope)
-        data = _as_json(found)
+        data = memory_json(found)
         if as_json:
             click.echo(json.dumps({**data, "audit": audit}))
             return
@@ -222,7 +222,7 @@ def memory_retract(
     """Retract a memory: a tombstone kept for audit, never recalled again."""
     import getpass
 
-    with _runtime(tenant, agent) as (rt, scope):
+    with scoped_runtime(tenant, agent) as (rt, scope):
         m = rt.memory.retract(memory_id, scope, by=by or getpass.getuser(), reason=reason)
         click.echo(f"retracted #{m.id}: {m.text}")
 
@@ -246,10 +246,10 @@ def _share_command(action: str) -> Any:
         from cairn.memory import sharing
 
         act = sharing.share if action == "share" else sharing.unshare
-        with _runtime(tenant, agent) as (rt, scope):
+        with scoped_runtime(tenant, agent) as (rt, scope):
             m = act(rt.memory, memory_id, scope, by=by or getpass.getuser())
             if as_json:
-                click.echo(json.dumps({**_as_json(m), "audit": _audit(rt.memory, m, scope)}))
+                click.echo(json.dumps({**memory_json(m), "audit": _audit(rt.memory, m, scope)}))
             else:
                 seen = "every agent of " + m.tenant if m.visibility != "private" else m.agent
                 click.echo(f"{action}d #{m.id} (now visible to {seen}): {m.text}")
@@ -269,7 +269,7 @@ memory.command(
 
 
 @memory.command("export")
-@_tenant_option("The tenant to export (required).", required=True)
+@tenant_option("The tenant to export (required).", required=True)
 @click.option("--agent", default=None, help="Only this agent's private memories and shared ones.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--live-only", is_flag=True, help="Leave retracted memories out.")
@@ -284,7 +284,10 @@ def memory_export(tenant: str, agent: str | None, output: Path | None, live_only
 
     # On a terminal that shows the lines themselves, a bar would only garble them.
     quiet = output is None and sys.stdout.isatty()
-    with _runtime(tenant, agent) as (rt, _), progress_bar("exporting", quiet=quiet) as progress:
+    with (
+        scoped_runtime(tenant, agent) as (rt, _),
+        progress_bar("exporting", quiet=quiet) as progress,
+    ):
         lines = export_memories(
             rt.db, tenant, agent=agent, include_retracted=not live_only, progress=progress
         )
@@ -300,7 +303,7 @@ def memory_export(tenant: str, agent: str | None, output: Path | None, live_only
 @memory.command("import")
 # Bytes that are not UTF-8 become lone surrogates, which the import refuses with their line.
 @click.argument("source", type=click.File("r", encoding="utf-8", errors="surrogateescape"))
-@_tenant_option("The tenant to import into (default: the console's).")
+@tenant_option("The tenant to import into (default: the console's).")
 @click.option(
     "--allow-other-tenants",
     is_flag=True,
@@ -337,7 +340,7 @@ def memory_import(
 
     if allow_other_tenants and move:
         raise click.UsageError("--allow-other-tenants and --move exclude each other")
-    with _runtime(tenant, None) as (rt, scope):
+    with scoped_runtime(tenant, None) as (rt, scope):
         with progress_bar("importing", quiet=as_json) as progress:
             report = import_memories(
                 rt.db,
@@ -364,7 +367,7 @@ def memory_import(
 
 
 @memory.command("gc")
-@_tenant_option("The tenant to collect (required).", required=True)
+@tenant_option("The tenant to collect (required).", required=True)
 @click.option("--dry-run", is_flag=True, help="Report what would be pruned; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def memory_gc(tenant: str, dry_run: bool, as_json: bool) -> None:
@@ -374,7 +377,7 @@ def memory_gc(tenant: str, dry_run: bool, as_json: bool) -> None:
     """
     from cairn.memory.tiers import TierPolicy, collect_garbage
 
-    with _runtime(tenant, None) as (rt, _):
+    with scoped_runtime(tenant, None) as (rt, _):
         with progress_bar("collecting", quiet=as_json) as progress:
             report = collect_garbage(
                 rt.db,
@@ -405,7 +408,7 @@ def memory_reindex(as_json: bool) -> None:
     """
     from cairn.memory.reindex import reindex
 
-    with _runtime(None, None) as (rt, _):
+    with scoped_runtime(None, None) as (rt, _):
         with progress_bar("reindexing", quiet=as_json) as progress:
             report = reindex(rt.memory, progress=progress)
         if as_json:
@@ -428,7 +431,7 @@ def memory_doctor(repair: bool, as_json: bool) -> None:
     from cairn.memory.index import IndexUnavailable
     from cairn.memory.store import FIRST_INDEXABLE_ID
 
-    with _runtime(None, None) as (rt, _):
+    with scoped_runtime(None, None) as (rt, _):
         store = rt.memory
         replayed = reindexed = 0
         if repair:
@@ -475,45 +478,3 @@ def memory_doctor(repair: bool, as_json: bool) -> None:
                 click.echo("run `cairn memory doctor --repair` to bring the index in step")
         if not healthy:
             sys.exit(1)
-
-
-@click.command("end")
-@click.argument("thread", callback=name_checker("thread"))
-@_tenant_option("Tenant (default: the console's).")
-@click.option("--channel", default=None, help="Channel of the thread (default: any).")
-@click.option("--json", "as_json", is_flag=True, help="Print the learnings as JSON.")
-def session_end(thread: str, tenant: str | None, channel: str | None, as_json: bool) -> None:
-    """End the session of THREAD: extract learnings and announce them in the thread.
-
-    \b
-    The model proposes what is worth remembering; valid learnings are stored unconfirmed and
-    posted as "remembered: ..." notices that people can confirm or retract by reaction.
-    Example:
-      cairn session end incident-42
-    """
-    from sqlmodel import select
-
-    from cairn.db.models import AgentSession
-    from cairn.workers.session_end import end_session
-
-    with _runtime(tenant, None) as (rt, scope):
-        with rt.db.session() as s:
-            query = select(AgentSession).where(
-                AgentSession.tenant_id == scope.tenant, AgentSession.thread_ref == thread
-            )
-            if channel:
-                query = query.where(AgentSession.channel == channel)
-            found = s.exec(query).all()
-            ids = [f.id or 0 for f in found]
-        if not ids:
-            raise NotFound(f"no session for thread {thread!r} in {scope.tenant}")
-        if len(ids) > 1:
-            raise InvalidInput(f"thread {thread!r} exists in several channels; pass --channel")
-        learned = end_session(rt, ids[0])
-        if as_json:
-            click.echo(json.dumps([_as_json(m) for m in learned]))
-        else:
-            for m in learned:
-                click.echo(f"remembered: {m.text} (#{m.id}, {m.kind}, unconfirmed)")
-            if not learned:
-                click.echo("session ended; nothing new to remember")

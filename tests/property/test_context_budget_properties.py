@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from cairn.bench.opsgen import generate_thread
 from cairn.core.tokens import count_tokens
 from cairn.db.models import EventKind
-from cairn.memory.context.compiler import band_tokens, compile_prompt
+from cairn.memory.context.bands import band_tokens
+from cairn.memory.context.compiler import compile_prompt
 from cairn.memory.context.config import EngineConfig
 from cairn.memory.context.state import EventView, SessionState, fold
 

@@ -14,12 +14,8 @@ from sqlmodel import col, select
 from cairn.core.tokens import count_tokens
 from cairn.db import Database
 from cairn.db.models import EventKind, EventStatus, SessionEvent
-from cairn.memory.context.compiler import (
-    CompiledPrompt,
-    alternating,
-    render_memories,
-    speaker_line,
-)
+from cairn.memory.context.bands import render_memories
+from cairn.memory.context.compiler import CompiledPrompt, alternating, speaker_line
 from cairn.memory.context.relevance import cached_tokens
 from cairn.memory.store import Recalled
 

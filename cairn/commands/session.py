@@ -1,4 +1,4 @@
-"""``cairn session show``: a session's state, checkpoint and context-engine telemetry."""
+"""``cairn session show`` and ``cairn session end``: one chat thread's session."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ from typing import Any
 import click
 from sqlmodel import select
 
+from cairn.commands.common import name_checker
+from cairn.commands.memory import memory_json, scoped_runtime, tenant_option
 from cairn.core.errors import ConfigError, InvalidInput, NotFound
 from cairn.db import Database
+from cairn.db.models import AgentSession
 
-__all__ = ["session_show"]
+__all__ = ["session_end", "session_report", "session_show", "thread_session"]
 
 
 @click.command("show")
@@ -55,27 +58,14 @@ def session_report(
 
     Raises NotFound when no session matches, InvalidInput when several do.
     """
-    from cairn.db.models import AgentSession, SessionEvent
+    from cairn.db.models import SessionEvent
     from cairn.memory.context.artifacts import ArtifactStore
     from cairn.memory.context.config import EngineConfig
     from cairn.memory.context.engine import ContextEngine
     from cairn.memory.context.state import tier
 
     with db.session() as s:
-        query = select(AgentSession).where(AgentSession.thread_ref == thread)
-        if tenant:
-            query = query.where(AgentSession.tenant_id == tenant)
-        if channel:
-            query = query.where(AgentSession.channel == channel)
-        found = list(s.exec(query).all())
-        if not found:
-            raise NotFound(f"no session for thread {thread!r}")
-        if len(found) > 1:
-            where = ", ".join(f"--tenant {f.tenant_id} --channel {f.channel}" for f in found[:5])
-            raise InvalidInput(
-                f"thread {thread!r} names {len(found)} sessions; add one of: {where}"
-            )
-        session = found[0]
+        session = thread_session(s, thread, tenant=tenant, channel=channel)
         events = len(
             s.exec(select(SessionEvent.id).where(SessionEvent.session_id == session.id)).all()
         )
@@ -197,3 +187,56 @@ def _describe(report: dict[str, Any]) -> str:
     for a in report["artifacts"][-10:]:
         lines.append(f"  artifact {a['id']} {a['kind']}: {a['title']}")
     return "\n".join(lines)
+
+
+def thread_session(
+    s: Any, thread: str, *, tenant: str | None = None, channel: str | None = None
+) -> AgentSession:
+    """The one session of ``thread`` (narrowed by ``tenant`` and ``channel``), read in ``s``.
+
+    Raises NotFound when no session matches, InvalidInput (naming the options that would tell
+    them apart) when several do.
+    """
+    query = select(AgentSession).where(AgentSession.thread_ref == thread)
+    if tenant:
+        query = query.where(AgentSession.tenant_id == tenant)
+    if channel:
+        query = query.where(AgentSession.channel == channel)
+    found = list(s.exec(query).all())
+    if not found:
+        where = f" in {tenant}" if tenant else ""
+        raise NotFound(f"no session for thread {thread!r}{where}")
+    if len(found) > 1:
+        where = ", ".join(f"--tenant {f.tenant_id} --channel {f.channel}" for f in found[:5])
+        raise InvalidInput(f"thread {thread!r} names {len(found)} sessions; add one of: {where}")
+    session: AgentSession = found[0]
+    return session
+
+
+@click.command("end")
+@click.argument("thread", callback=name_checker("thread"))
+@tenant_option("Tenant (default: the console's).")
+@click.option("--channel", default=None, help="Channel of the thread (default: any).")
+@click.option("--json", "as_json", is_flag=True, help="Print the learnings as JSON.")
+def session_end(thread: str, tenant: str | None, channel: str | None, as_json: bool) -> None:
+    """End the session of THREAD: extract learnings and announce them in the thread.
+
+    \b
+    The model proposes what is worth remembering; valid learnings are stored unconfirmed and
+    posted as "remembered: ..." notices that people can confirm or retract by reaction.
+    Example:
+      cairn session end incident-42
+    """
+    from cairn.workers.session_end import end_session
+
+    with scoped_runtime(tenant, None) as (rt, scope):
+        with rt.db.session() as s:
+            session_id = thread_session(s, thread, tenant=scope.tenant, channel=channel).id or 0
+        learned = end_session(rt, session_id)
+        if as_json:
+            click.echo(json.dumps([memory_json(m) for m in learned]))
+        else:
+            for m in learned:
+                click.echo(f"remembered: {m.text} (#{m.id}, {m.kind}, unconfirmed)")
+            if not learned:
+                click.echo("session ended; nothing new to remember")
