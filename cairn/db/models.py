@@ -10,8 +10,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Index, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
+
+from cairn.db.types import UTCDateTime
 
 __all__ = [
     "AGENT_CHARS",
@@ -106,7 +108,7 @@ class Tenant(SQLModel, table=True):
     platform: str = Field(max_length=PLATFORM_CHARS)
     name: str = Field(default="", max_length=200)
     created_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
 
 
@@ -122,7 +124,7 @@ class AgentRow(SQLModel, table=True):
     description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     instructions: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     created_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
 
 
@@ -143,14 +145,12 @@ class AgentSession(SQLModel, table=True):
     status: str = Field(default="open", max_length=16)
     last_seq: int = Field(default=0)
     created_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
     updated_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
-    ended_at: datetime | None = Field(
-        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
-    )
+    ended_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
 
 
 class SessionEvent(SQLModel, table=True):
@@ -179,7 +179,7 @@ class SessionEvent(SQLModel, table=True):
     text: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     data: dict[str, Any] = _json()
     created_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
 
 
@@ -209,11 +209,9 @@ class OutboundMessage(SQLModel, table=True):
     last_error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     message_ref: str | None = Field(default=None, max_length=REF_CHARS, index=True)
     created_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
-    sent_at: datetime | None = Field(
-        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
-    )
+    sent_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
 
 
 class MemoryRow(SQLModel, table=True):
@@ -242,13 +240,13 @@ class MemoryRow(SQLModel, table=True):
     source_message: str = Field(default="", max_length=REF_CHARS)
     author: str = Field(default="", max_length=USER_CHARS)
     created_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
     updated_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
     last_recalled_at: datetime | None = Field(
-        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+        default=None, sa_column=Column(UTCDateTime, nullable=True)
     )
     recall_count: int = Field(default=0)
     validity: float = Field(default=0.0)
@@ -260,7 +258,7 @@ class MemoryRow(SQLModel, table=True):
     untrusted: bool = Field(default=False)  # written from a guest, a bot or a listed user
     retracted: bool = Field(default=False)
     retracted_at: datetime | None = Field(
-        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+        default=None, sa_column=Column(UTCDateTime, nullable=True)
     )
     retracted_by: str = Field(default="", max_length=USER_CHARS)
     retraction_reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
@@ -277,7 +275,7 @@ class MemoryOutbox(SQLModel, table=True):
     attempts: int = Field(default=0)
     last_error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     created_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
 
 
@@ -298,7 +296,7 @@ class MemoryAudit(SQLModel, table=True):
     agent: str = Field(max_length=AGENT_CHARS)  # the agent in whose scope it was done
     data: dict[str, Any] = _json()
     created_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
 
 
@@ -329,11 +327,9 @@ class Reaction(SQLModel, table=True):
     event_ref: str | None = Field(default=None, max_length=REF_CHARS, index=True)
     data: dict[str, Any] = _json()
     created_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
-    removed_at: datetime | None = Field(
-        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
-    )
+    removed_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
 
 
 class MemoRow(SQLModel, table=True):
@@ -349,11 +345,9 @@ class MemoRow(SQLModel, table=True):
     text: str = Field(sa_column=Column(Text, nullable=False))
     priority: int = Field(default=0)
     created_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
-    expires_at: datetime | None = Field(
-        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
-    )
+    expires_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
 
 
 class MemoReceipt(SQLModel, table=True):
@@ -365,12 +359,8 @@ class MemoReceipt(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     memo_id: int = Field(foreign_key="memo.id", index=True)
     agent: str = Field(max_length=AGENT_CHARS)
-    read_at: datetime | None = Field(
-        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
-    )
-    acked_at: datetime | None = Field(
-        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
-    )
+    read_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    acked_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
 
 
 class Artifact(SQLModel, table=True):
@@ -383,7 +373,7 @@ class Artifact(SQLModel, table=True):
     kind: str = Field(default="text", max_length=32)
     content: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
 
 
@@ -406,7 +396,7 @@ class ContextArtifact(SQLModel, table=True):
     chars: int = Field(default=0)
     tokens: int = Field(default=0)
     created_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
 
 
@@ -423,7 +413,7 @@ class ContextCheckpoint(SQLModel, table=True):
     version: int = Field(default=1)
     state: dict[str, Any] = _json()
     updated_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
 
 
@@ -449,7 +439,7 @@ class ContextTelemetry(SQLModel, table=True):
     artifacts_retrieved: int = Field(default=0)
     compile_ms: float = Field(default=0.0)
     created_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
 
 
@@ -465,8 +455,6 @@ class DeadLetter(SQLModel, table=True):
     reason: str = Field(sa_column=Column(Text, nullable=False))
     attempts: int = Field(default=1)
     created_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
-    replayed_at: datetime | None = Field(
-        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
-    )
+    replayed_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))

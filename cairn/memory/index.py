@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -74,7 +74,7 @@ def _created(item: IndexedMemory) -> dict[str, float]:
     if item.created_at is None:
         return {}
     when = item.created_at
-    return {"created": (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()}
+    return {"created": when.timestamp()}
 
 
 class VectorIndex(Protocol):

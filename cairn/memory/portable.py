@@ -119,8 +119,7 @@ def _record(row: MemoryRow) -> dict[str, Any]:
     for name in _DATES:
         value = data.get(name)
         if isinstance(value, datetime):
-            # SQLite hands back naive datetimes; the schema stores UTC only, so say so.
-            data[name] = (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
+            data[name] = value.isoformat()
         else:
             data[name] = None
     data["format"] = FORMAT

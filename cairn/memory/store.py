@@ -882,7 +882,7 @@ def _within(row: Any, periods: Sequence[Period]) -> bool:
 def _standing(row: MemoryRow | Any, scope: Scope) -> Standing:
     created, recalled = row.created_at, row.last_recalled_at
     # Both come from one database, so both are naive (SQLite) or both aware: compare first.
-    touched = _aware(recalled if recalled is not None and recalled > created else created)
+    touched = recalled if recalled is not None and recalled > created else created
     same_place = bool(
         (scope.thread and row.thread_ref == scope.thread)
         or (scope.channel and row.channel == scope.channel)

@@ -63,7 +63,7 @@ class TierReport:
 
 def standing_score(row: MemoryRow, now: datetime, half_life_days: float) -> float:
     """Decay of the last touch, lifted by recalls, usefulness and validity (0 .. ~3)."""
-    touched = max(_aware(row.created_at), _aware(row.last_recalled_at or row.created_at))
+    touched = max(row.created_at, row.last_recalled_at or row.created_at)
     lift = 1.0 + 0.25 * math.log1p(row.recall_count)
     lift *= 1.0 + 0.25 * math.tanh(max(0.0, row.usefulness) + max(0.0, row.validity))
     return decay(touched, now, half_life_days) * lift
@@ -155,8 +155,8 @@ def collect_garbage(
                     col(MemoryRow.usefulness) <= 0,
                 )
             ).all()
-            if _aware(r.last_recalled_at or r.created_at) < cutoff
-            and _aware(r.created_at) < cutoff
+            if (r.last_recalled_at or r.created_at) < cutoff
+            and r.created_at < cutoff
             and (r.tier == "cold" or dry_run)
         ]
         if not dry_run:
@@ -177,9 +177,3 @@ def collect_garbage(
     if report is None:
         return TierReport(moved=dict.fromkeys(TIERS, 0), pruned=len(stale), counts={})
     return TierReport(moved=report.moved, pruned=len(stale), counts=report.counts)
-
-
-def _aware(value: datetime) -> datetime:
-    from datetime import UTC
-
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -116,9 +115,7 @@ def handle_pending(rt: Runtime, session_id: int) -> int:
                 session, pending = events.pending(session_id)
                 for event in pending:
                     assert session is not None  # read with its pending events
-                    QUEUE_LATENCY.observe(
-                        max(0.0, (utcnow() - _aware(event.created_at)).total_seconds())
-                    )
+                    QUEUE_LATENCY.observe(max(0.0, (utcnow() - event.created_at).total_seconds()))
                     started = time.perf_counter()
                     with bind(session=session_id, event=event.id, tenant=event.tenant_id):
                         _handle(rt, events, session, event)
@@ -274,11 +271,6 @@ class _TurnLog:
             agent=self._cause.agent,
             data={**data, "cause": self._cause.id},
         )
-
-
-def _aware(when: datetime) -> datetime:
-    # SQLite hands back naive datetimes for timezone-aware columns; they are UTC.
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def _count_attempt(rt: Runtime, event: SessionEvent) -> int:
