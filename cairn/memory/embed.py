@@ -16,7 +16,6 @@ import ctypes
 import json
 import logging
 import math
-import struct
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -25,6 +24,8 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+import safetensors
+import safetensors.numpy
 from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
 from cairn.core.errors import ConfigError
@@ -109,21 +110,15 @@ _LINEAR = ("dense.weight", "query.weight", "key.weight", "value.weight")
 
 
 def _read_safetensors(path: Path) -> dict[str, npt.NDArray[np.float32]]:
-    # The format is an 8-byte header length, a JSON header, then raw little-endian tensors.
-    dtypes: dict[str, Any] = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
-    with path.open("rb") as f:
-        (size,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(size))
-        blob = f.read()
+    """The checkpoint's tensors as float32, named without ``bert.``, linear weights (in, out)."""
+    try:
+        raw = safetensors.numpy.load_file(path)
+    except (safetensors.SafetensorError, KeyError) as exc:  # KeyError: a dtype numpy lacks
+        raise ConfigError(f"{path}: {exc}") from exc
     tensors: dict[str, npt.NDArray[np.float32]] = {}
-    for name, meta in header.items():
-        if name == "__metadata__" or name.endswith("position_ids"):
+    for name, array in raw.items():
+        if name.endswith("position_ids"):
             continue
-        start, end = meta["data_offsets"]
-        dtype = dtypes.get(meta["dtype"])
-        if dtype is None:
-            raise ConfigError(f"{path}: tensor {name} has unsupported dtype {meta['dtype']}")
-        array = np.frombuffer(blob[start:end], dtype=dtype).reshape(meta["shape"])
         if "encoder." in name and name.endswith(_LINEAR):
             array = np.ascontiguousarray(array.T)  # (in, out), ready for x @ W
         tensors[name.removeprefix("bert.")] = array.astype(np.float32)
