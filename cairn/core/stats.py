@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
+
+import numpy as np
 
 __all__ = ["percentiles"]
 
@@ -11,16 +12,19 @@ __all__ = ["percentiles"]
 def percentiles(
     values: Sequence[float], shares: Sequence[float] = (0.5, 0.95), *, digits: int = 3
 ) -> dict[str, float]:
-    """``{"p50": .., "p95": ..}`` of ``values``: the median for p50, else the value at rank
-    ``int(share * n)``; all zero for no values."""
-    ordered = sorted(values)
+    """``{"p50": .., "p95": ..}`` of ``values``, rounded to ``digits``; all zero for no values.
+
+    p50 is the median; any other share is numpy's ``higher`` quantile, the smallest value at or
+    above the share's rank (for p95 and p99, the value at rank ``int(share * n)``).
+    """
+    data = np.asarray(values, dtype=np.float64)
     result: dict[str, float] = {}
     for share in shares:
-        key = f"p{round(share * 100)}"
-        if not ordered:
-            result[key] = 0.0
+        if data.size == 0:
+            value = 0.0
         elif share == 0.5:
-            result[key] = round(statistics.median(ordered), digits)
+            value = float(np.median(data))
         else:
-            result[key] = round(ordered[min(len(ordered) - 1, int(share * len(ordered)))], digits)
+            value = float(np.quantile(data, share, method="higher"))
+        result[f"p{round(share * 100)}"] = round(value, digits)
     return result
