@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cairn.bot.slack.mrkdwn import FENCE, split_message
+from cairn.bot.markdown import FENCE
+from cairn.bot.slack.mrkdwn import split_message
 
 _pieces = st.lists(
     st.one_of(

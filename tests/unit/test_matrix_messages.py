@@ -70,6 +70,21 @@ def test_plain_text_has_no_html_and_markdown_has_html_without_raw_tags() -> None
     assert "<script>" not in rendered
 
 
+def test_html_has_code_languages_tables_task_boxes_and_images_as_links() -> None:
+    rendered = to_html(
+        "- [x] done\n- [ ] todo\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+        "![a graph](https://img.example/g.png)\n\n```python\nx = 1\n```"
+    )
+    assert rendered is not None
+    assert "<li>☑ done</li>" in rendered
+    assert "<li>☐ todo</li>" in rendered
+    assert "<th>a</th>" in rendered
+    assert "<td>2</td>" in rendered
+    assert '<a href="https://img.example/g.png">a graph</a>' in rendered
+    assert "<img" not in rendered  # clients show only mxc:// images
+    assert '<pre><code class="language-python">x = 1\n</code></pre>' in rendered
+
+
 def test_a_reply_is_in_the_thread_with_the_reply_fallback() -> None:
     content = message_content(
         "*done*", thread_root="$root", in_reply_to="$asked", mentions=("@alice:example.org",)

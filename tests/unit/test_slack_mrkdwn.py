@@ -30,6 +30,46 @@ def test_markdown_becomes_mrkdwn(markdown: str, mrkdwn: str) -> None:
     assert to_mrkdwn(markdown) == mrkdwn
 
 
+@pytest.mark.parametrize(
+    ("markdown", "mrkdwn"),
+    [
+        # Emphasis inside emphasis: the regexes matched the wrong closing marker.
+        ("*italic with **bold** inside*", "_italic with *bold* inside_"),
+        ("***both***", "_*both*_"),
+        ("**bold with _italic_ inside**", "*bold with _italic_ inside*"),
+        # Code spans are code, whatever they hold.
+        ("`a*b*c` then *it*", "`a*b*c` then _it_"),
+        # Underscores in a link or a word are not emphasis.
+        (
+            "[my_link](https://x.example/a_b_c) snake_case",
+            "<https://x.example/a_b_c|my_link> snake_case",
+        ),
+        ("[ref][1]\n\n[1]: https://r.example/a_b", "<https://r.example/a_b|ref>"),
+        # Lists: nested under a number, continued paragraphs, lazy quote lines.
+        ("1. first\n   - nested\n2. second", "1. first\n   • nested\n2. second"),
+        ("- item\n\n  more of it", "• item\n\n  more of it"),
+        ("> quote\ncontinued", "> quote\n> continued"),
+        # Headings of both kinds, with code and emphasis in them.
+        ("### With `code` and *it*", "*With `code` and _it_*"),
+        ("Title\n=====", "*Title*"),
+        # Every kind of code block is a Slack code block without its language.
+        ("~~~\ncode <x>\n~~~", "```\ncode &lt;x&gt;\n```"),
+        ("    indented <x>", "```\nindented &lt;x&gt;\n```"),
+        # Entities are read, then escaped once (the regexes escaped them twice).
+        ("a &lt; b &amp; c", "a &lt; b &amp; c"),
+    ],
+)
+def test_what_regexes_got_wrong(markdown: str, mrkdwn: str) -> None:
+    assert to_mrkdwn(markdown) == mrkdwn
+
+
+def test_a_table_is_aligned_text_in_a_code_block() -> None:
+    table = "| name | load |\n|---|--:|\n| web **1** | 0.5 |\n| db | 12.25 |"
+    assert to_mrkdwn(table) == (
+        "```\nname  |  load\n------+------\nweb 1 |   0.5\ndb    | 12.25\n```"
+    )
+
+
 def test_code_is_kept_verbatim_but_escaped() -> None:
     assert to_mrkdwn("`**not bold** <x>`") == "`**not bold** &lt;x&gt;`"
     fenced = "```python\nif a < b:\n    print('**x**')\n```"

@@ -2,18 +2,25 @@
 
 A message is sent as ``m.room.message`` content whose ``body`` is the Markdown text itself (what
 clients without HTML show) and, when the Markdown has any formatting, an
-``org.matrix.custom.html`` ``formatted_body``. Replies belong to an ``m.thread`` on the message
-that started the session, with the reply fallback (``is_falling_back`` and ``m.in_reply_to``)
-so that clients without threads show them as replies. Long texts are split into parts that each
-stay well inside Matrix's 64 KiB event limit, never inside a code block's fence.
+``org.matrix.custom.html`` ``formatted_body``: markdown-it's HTML of ``cairn.bot.markdown``'s
+tokens, with an image on the web as a link (clients show only ``mxc://`` images). Replies
+belong to an ``m.thread`` on the message that started the session, with the reply fallback
+(``is_falling_back`` and ``m.in_reply_to``) so that clients without threads show them as
+replies. Long texts are split into parts that each stay well inside Matrix's 64 KiB event
+limit, on block boundaries where possible, never inside a code block's fence.
 """
 
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import Any
 
-from markdown_it import MarkdownIt
+from markdown_it.renderer import RendererHTML
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
+
+from cairn.bot.markdown import OPTIONS, parse, split_markdown
 
 __all__ = ["MAX_PART_BYTES", "message_content", "split_text", "to_html"]
 
@@ -21,18 +28,24 @@ __all__ = ["MAX_PART_BYTES", "message_content", "split_text", "to_html"]
 # (content, ids, signatures) must stay under 65536 bytes.
 MAX_PART_BYTES = 12_000
 
-_FENCE = "```"
 
-# CommonMark without raw HTML (the text comes from a model and from people), plus the two
-# GitHub extensions people expect in chat.
-_MARKDOWN = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(
-    ["table", "strikethrough"]
-)
+class _MatrixHTML(RendererHTML):
+    """markdown-it's HTML, but for images: Matrix clients show only ``mxc://`` images, so an
+    image on the web is a link to it."""
+
+    def image(self, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
+        token = tokens[idx]
+        href = html.escape(str(token.attrGet("src") or ""))
+        label = self.renderInline(token.children or [], options, env) or href
+        return f'<a href="{href}">{label}</a>'
+
+
+_HTML = _MatrixHTML()
 
 
 def to_html(text: str) -> str | None:
     """The HTML of the Markdown ``text``, or None when it has no formatting at all."""
-    rendered = str(_MARKDOWN.render(text)).strip()
+    rendered = str(_HTML.render(parse(text), OPTIONS, {})).strip()
     plain = "<p>" + html.escape(text.strip(), quote=False).replace("\n", "<br />\n") + "</p>"
     if rendered == plain:
         return None
@@ -40,58 +53,17 @@ def to_html(text: str) -> str | None:
 
 
 def split_text(text: str, max_bytes: int = MAX_PART_BYTES) -> list[str]:
-    """``text`` in parts of at most ``max_bytes`` UTF-8 bytes each, in order.
+    """``text`` in parts of at most ``max_bytes`` UTF-8 bytes each, in order, cut on block
+    boundaries where it can (see ``split_markdown``); a code block cut in two is reopened with
+    its language.
 
-    Parts end at a paragraph break where possible, else at a line break, else at a space, else
-    anywhere (never inside a character). A code block cut in two is closed at the end of its
-    first part and reopened, with its language, at the start of the next.
+    Raises ValueError if ``max_bytes`` leaves no room for the fences.
     """
-    text = text.strip()
-    if not text:
-        return []
-    parts: list[str] = []
-    reopen = ""
-    while text:
-        budget = max_bytes - len(reopen.encode())
-        # Room for closing a fence that this part might leave open.
-        head = _cut(text, budget - len(_FENCE) - 1)
-        if len(head) == len(text) and len((reopen + head).encode()) <= max_bytes:
-            parts.append(reopen + head)
-            break
-        rest = text[len(head) :].lstrip("\n")
-        part = reopen + head.rstrip()
-        fence = _open_fence(part)
-        if fence is not None:
-            part += "\n" + _FENCE
-            reopen = fence + "\n"
-        else:
-            reopen = ""
-        parts.append(part)
-        text = rest.lstrip(" ") if not reopen else rest
-    return [p for p in parts if p.strip()]
+    return split_markdown(text, max_bytes, measure=_utf8_bytes)
 
 
-def _cut(text: str, max_bytes: int) -> str:
-    """The longest head of ``text`` within ``max_bytes`` that ends at a natural break."""
-    max_bytes = max(max_bytes, 4)
-    if len(text.encode()) <= max_bytes:
-        return text
-    head = text.encode()[:max_bytes].decode(errors="ignore")
-    for separator in ("\n\n", "\n", " "):
-        at = head.rfind(separator)
-        if at > len(head) // 2:
-            return head[: at + len(separator)]
-    return head
-
-
-def _open_fence(text: str) -> str | None:
-    """The opening line of a code fence left open at the end of ``text``, if any."""
-    opened: str | None = None
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith(_FENCE):
-            opened = None if opened is not None else stripped
-    return opened
+def _utf8_bytes(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def message_content(

@@ -5,23 +5,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["FENCE", "from_slack", "split_message", "to_mrkdwn"]
+from markdown_it.tree import SyntaxTreeNode
 
-FENCE = "```"
+from cairn.bot.markdown import parse, split_markdown
 
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
-_LINK = re.compile(r"\[([^\]\n]+)\]\((\S+?)\)")
-_BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
-_ITALIC_STAR = re.compile(r"(?<![\*\w])\*(?=[^\s*])([^*\n]+?)(?<=\S)\*(?![\*\w])")
-_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
-_HEADING = re.compile(r"^ {0,3}#{1,6}\s+(.+?)\s*#*\s*$")
-_BULLET = re.compile(r"^(\s*)[-*+]\s+(?!\[[ xX]\])")
-_TASK = re.compile(r"^(\s*)[-*+]\s+\[([ xX])\]\s+")
-_RULE = re.compile(r"^ {0,3}([-*_])(\s*\1){2,}\s*$")
+__all__ = ["from_slack", "split_message", "to_mrkdwn"]
 
-# Placeholders for pieces already in mrkdwn, so later rules leave them alone.
-_HOLD = "\x00{}\x00"
-_HELD = re.compile(r"\x00(\d+)\x00")
+_RULE = "──────────"
+_MARKS = {"strong": "*", "em": "_", "s": "~"}
 
 
 def _escape(text: str) -> str:
@@ -32,101 +23,152 @@ def _escape(text: str) -> str:
 def to_mrkdwn(markdown: str) -> str:
     """``markdown`` (as models write it) in Slack's mrkdwn.
 
-    Bold, italic, strike-through, links, headings, bullets and rules are translated; code spans
-    and fenced blocks are kept verbatim (only escaped); ``&``, ``<`` and ``>`` are escaped so
-    that no text can form a Slack mention or link by accident.
+    Bold, italic, strike-through, links, headings, lists, task boxes, quotes and rules are
+    translated; code spans and code blocks are kept verbatim (only escaped; Slack shows no
+    language); a table becomes a code block with aligned columns, since Slack has no tables.
+    ``&``, ``<`` and ``>`` are escaped so that no text can form a Slack mention or link by
+    accident. Blocks are separated as in the source (a blank line or a line break).
     """
-    out: list[str] = []
-    in_fence = False
-    for line in markdown.split("\n"):
-        stripped = line.strip()
-        if stripped.startswith(FENCE):
-            # Slack shows no language tag: a fence line is the fence alone.
-            out.append(FENCE if not in_fence or stripped == FENCE else stripped)
-            in_fence = not in_fence
-            continue
-        out.append(_escape(line) if in_fence else _line(line))
-    return "\n".join(out)
-
-
-def _line(line: str) -> str:
-    if _RULE.match(line):
-        return "──────────"
-    heading = _HEADING.match(line)
-    if heading:
-        return f"*{_inline(heading.group(1), in_bold=True)}*"
-    task = _TASK.match(line)
-    if task:
-        box = "☑" if task.group(2).lower() == "x" else "☐"
-        return f"{task.group(1)}{box} {_inline(line[task.end() :])}"
-    bullet = _BULLET.match(line)
-    if bullet:
-        return f"{bullet.group(1)}• {_inline(line[bullet.end() :])}"
-    quote = re.match(r"^(\s*>+\s?)", line)
-    if quote:
-        return "> " + _inline(line[quote.end() :])
-    return _inline(line)
-
-
-def _inline(text: str, *, in_bold: bool = False) -> str:
-    held: list[str] = []
-
-    def hold(piece: str) -> str:
-        held.append(piece)
-        return _HOLD.format(len(held) - 1)
-
-    text = _CODE_SPAN.sub(lambda m: hold(f"`{_escape(m.group(2))}`"), text)
-    text = _LINK.sub(
-        lambda m: hold(f"<{m.group(2).replace('|', '%7C')}|{_escape(m.group(1))}>"), text
-    )
-    text = _escape(text)
-    text = _ITALIC_STAR.sub(lambda m: hold(f"_{m.group(1)}_"), text)
-    text = _BOLD.sub(lambda m: hold(m.group(2) if in_bold else f"*{m.group(2)}*"), text)
-    text = _STRIKE.sub(lambda m: hold(f"~{m.group(1)}~"), text)
-    while _HELD.search(text):
-        text = _HELD.sub(lambda m: held[int(m.group(1))], text)
-    return text
+    lines = markdown.split("\n")
+    return _Mrkdwn(lines).blocks(SyntaxTreeNode(parse(markdown)).children)
 
 
 def split_message(text: str, limit: int) -> list[str]:
-    """``text`` cut into parts of at most ``limit`` characters, at the best boundary available.
+    """``text`` (mrkdwn) cut into parts of at most ``limit`` characters, on block boundaries
+    where it can (see ``split_markdown``); a cut code block is reopened with a bare fence, as
+    Slack reads anything after a fence as code.
 
-    Parts end at a blank line if one is near the end, else at a line break, else at a space,
-    else anywhere. A code block cut in two is closed at the end of one part and reopened at
-    the start of the next, so every part renders on its own. Joining the parts (dropping the
-    added fences and the whitespace at the cuts) gives back the text.
+    Raises ValueError if ``limit`` leaves no room for the fences.
     """
-    if limit < 2 * len(FENCE) + 20:
-        raise ValueError(f"a message part must allow at least {2 * len(FENCE) + 20} characters")
-    text = text.strip()
-    parts: list[str] = []
-    reopen = False
-    while text:
-        prefix = FENCE + "\n" if reopen else ""
-        room = limit - len(prefix)
-        if len(text) <= room:
-            parts.append(prefix + text)
-            break
-        # Leave room for a closing fence in case the cut falls inside a code block.
-        cut = _cut(text, room - len(FENCE) - 1)
-        part, text = text[:cut].rstrip(), text[cut:].lstrip()
-        inside = (prefix + part).count(FENCE) % 2 == 1
-        parts.append(prefix + part + ("\n" + FENCE if inside else ""))
-        reopen = inside
-    return parts
+    return split_markdown(text, limit, keep_language=False)
 
 
-def _cut(text: str, room: int) -> int:
-    window = text[:room]
-    for boundary in ("\n\n", "\n", " "):
-        at = window.rfind(boundary)
-        if at >= room // 2:
-            return at + len(boundary)
-    # A hard cut must not fall inside a fence, which would then count as no fence at all.
-    for start in range(room - len(FENCE) + 1, room):
-        if start > 0 and text.startswith(FENCE, start):
-            return start
-    return room
+class _Mrkdwn:
+    """The walk over one message's syntax tree; ``lines`` is its source, for the spacing."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+
+    def blocks(self, nodes: list[SyntaxTreeNode]) -> str:
+        out: list[str] = []
+        for node in nodes:
+            if out:
+                out.append("\n\n" if self._blank_before(node) else "\n")
+            out.append(self.block(node))
+        return "".join(out)
+
+    def _blank_before(self, node: SyntaxTreeNode) -> bool:
+        line = node.map[0] - 1 if node.map else -1
+        return 0 <= line < len(self.lines) and not self.lines[line].strip(" \t>")
+
+    def block(self, node: SyntaxTreeNode) -> str:
+        kind = node.type
+        if kind in ("paragraph", "heading"):
+            text = self.inline(node.children[0].children, bold=kind == "heading")
+            return f"*{text}*" if kind == "heading" and text else text
+        if kind in ("fence", "code_block"):
+            return _code(node.content)
+        if kind == "hr":
+            return _RULE
+        if kind == "blockquote":
+            return "\n".join(
+                f"> {line}".rstrip() for line in self.blocks(node.children).split("\n")
+            )
+        if kind in ("bullet_list", "ordered_list"):
+            return "\n".join(self._item(node, at, item) for at, item in enumerate(node.children))
+        if kind == "table":
+            return _table(node)
+        return _escape(node.content)
+
+    def _item(self, listing: SyntaxTreeNode, at: int, item: SyntaxTreeNode) -> str:
+        spacing = "\n" if at and self._blank_before(item) else ""
+        if listing.type == "ordered_list":
+            number = int(str(listing.attrs.get("start", 1))) + at
+            marker = f"{number}{item.markup} "
+        else:
+            marker = "" if item.meta.get("task") else "• "
+        body = self.blocks(item.children).split("\n")
+        indent = " " * len(marker)
+        rest = [indent + line if line else line for line in body[1:]]
+        return spacing + "\n".join([marker + body[0], *rest])
+
+    def inline(self, nodes: list[SyntaxTreeNode], *, bold: bool = False) -> str:
+        return "".join(self._span(node, bold) for node in nodes)
+
+    def _span(self, node: SyntaxTreeNode, bold: bool) -> str:
+        kind = node.type
+        if kind == "text":
+            return _escape(node.content)
+        if kind in ("softbreak", "hardbreak"):
+            return "\n"
+        if kind == "code_inline":
+            return f"`{_escape(node.content)}`"
+        if kind in _MARKS:
+            inner = self.inline(node.children, bold=bold or kind == "strong")
+            if _inside_word(node):
+                # Slack formats only whole words: keep what the model wrote.
+                return f"{node.markup}{inner}{node.markup}"
+            if kind == "strong" and bold:
+                return inner
+            return f"{_MARKS[kind]}{inner}{_MARKS[kind]}"
+        if kind == "link" and node.markup == "autolink":
+            # Shown as written: Slack links a bare address itself, and ``|`` must stay text.
+            return _escape(f"<{_plain(node.children)}>")
+        if kind in ("link", "image"):
+            target = str(node.attrs.get("href") or node.attrs.get("src") or "")
+            label = _escape(_plain(node.children))
+            target = target.replace("|", "%7C")
+            return f"<{target}|{label}>" if label and label != target else f"<{target}>"
+        return _escape(node.content) + self.inline(node.children, bold=bold)
+
+
+def _inside_word(node: SyntaxTreeNode) -> bool:
+    """Whether an emphasis touches a letter or digit on either side (``2*3*4``)."""
+    before, after = node.previous_sibling, node.next_sibling
+    return bool(
+        (before is not None and before.type == "text" and before.content[-1:].isalnum())
+        or (after is not None and after.type == "text" and after.content[:1].isalnum())
+    )
+
+
+def _plain(nodes: list[SyntaxTreeNode]) -> str:
+    """The text of inline ``nodes`` without their formatting."""
+    out: list[str] = []
+    for node in nodes:
+        if node.type in ("softbreak", "hardbreak"):
+            out.append(" ")
+        else:
+            out.append(node.content if node.type in ("text", "code_inline") else "")
+            out.append(_plain(node.children))
+    return "".join(out)
+
+
+def _code(content: str) -> str:
+    return f"```\n{_escape(content.rstrip(chr(10)))}\n```"
+
+
+def _table(table: SyntaxTreeNode) -> str:
+    """A table as aligned columns in a code block: Slack shows no tables, but keeps spaces in
+    code."""
+    rows = [
+        [
+            (_plain(cell.children[0].children if cell.children else []), cell.attrs)
+            for cell in row.children
+        ]
+        for section in table.children
+        for row in section.children
+    ]
+    widths = [max(len(row[c][0]) for row in rows if c < len(row)) for c in range(len(rows[0]))]
+
+    def line(row: list[tuple[str, dict[str, str | int | float]]]) -> str:
+        cells = [
+            text.rjust(width) if "right" in str(attrs.get("style", "")) else text.ljust(width)
+            for (text, attrs), width in zip(row, widths, strict=False)
+        ]
+        return " | ".join(cells).rstrip()
+
+    rule = "-+-".join("-" * width for width in widths)
+    return _code("\n".join([line(rows[0]), rule, *(line(row) for row in rows[1:])]))
 
 
 _MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
