@@ -18,7 +18,7 @@ from typing import Any, TextIO, TypeVar
 
 from cairn.bot.pipeline import Pipeline
 from cairn.core.errors import CairnError, first_line
-from cairn.core.reactions import emoji_name
+from cairn.core.reactions import reaction_effect
 from cairn.core.text import printable
 from cairn.db import is_unavailable
 from cairn.db.models import EventStatus, SessionEvent
@@ -172,7 +172,6 @@ class Console:
         target = self.state.last_bot_message.get(self.state.thread)
         if target is None:
             raise CairnError("there is no bot message in this thread to react to yet")
-        name = emoji_name(emoji)
         event = ChatEvent(
             platform=PLATFORM,
             tenant=self.tenant,
@@ -181,11 +180,12 @@ class Console:
             user=self.state.user,
             type=EventType.REACTION_REMOVED if removed else EventType.REACTION_ADDED,
             event_id=uuid.uuid4().hex,
-            reaction=name,
+            reaction=emoji,
             target_id=target,
         )
+        name = event.reaction or ""  # the short name, as the worker sees it
         result = self._patiently(lambda: self.pipeline.accept(event))
-        effect = self.rt.settings.reaction_effect(name)
+        effect = reaction_effect(name, self.rt.settings)
         if result.admission is not Admission.QUEUED:
             self._emit(
                 "reaction",

@@ -1,8 +1,16 @@
-"""Emoji names: Slack sends short names (``+1``), Matrix and terminals send the characters."""
+"""Reactions: the emoji's name, and what a reaction does.
+
+Slack sends short names (``+1``), Matrix and terminals send the characters. A ChatEvent
+normalises its emoji to the short name when it is built (:func:`emoji_name`), so everything
+after the frontend sees names only; the worker reads a reaction's effect from the settings
+with :func:`reaction_effect`.
+"""
 
 from __future__ import annotations
 
-__all__ = ["emoji_name"]
+from cairn.core.settings import Settings
+
+__all__ = ["emoji_name", "reaction_effect"]
 
 _BY_CHARACTER = {
     "👍": "+1",
@@ -27,3 +35,17 @@ def emoji_name(emoji: str) -> str:
         return _BY_CHARACTER[text]
     text = text.strip(":")
     return text.split("::", 1)[0]
+
+
+def reaction_effect(name: str, settings: Settings) -> str | None:
+    """What a reaction with the emoji ``name`` (a short name) does: confirm, retract, useful,
+    not_useful, or None (ignored). The emoji of each effect are settings (CAIRN_*_EMOJI)."""
+    for effect, names in (
+        ("confirm", settings.confirm_emoji),
+        ("retract", settings.retract_emoji),
+        ("useful", settings.useful_emoji),
+        ("not_useful", settings.not_useful_emoji),
+    ):
+        if name in names:
+            return effect
+    return None

@@ -482,18 +482,6 @@ class Settings(BaseSettings):
             return agent == own
         return not self.agent_spec(agent).own_identity
 
-    def reaction_effect(self, emoji: str) -> str | None:
-        """What a reaction means: confirm, retract, useful, not_useful, or None (ignored)."""
-        for effect, names in (
-            ("confirm", self.confirm_emoji),
-            ("retract", self.retract_emoji),
-            ("useful", self.useful_emoji),
-            ("not_useful", self.not_useful_emoji),
-        ):
-            if emoji in names:
-                return effect
-        return None
-
     def secret_values(self) -> list[str]:
         """Every secret setting's value, for log redaction."""
         found = [v.get_secret_value() for v in self.__dict__.values() if isinstance(v, SecretStr)]

@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from cairn.core.errors import InvalidInput
+from cairn.core.reactions import emoji_name
 from cairn.core.text import LONE_SURROGATE, clean_text, printable
 from cairn.db.models import (
     AGENT_CHARS,
@@ -74,7 +75,9 @@ class ChatEvent:
     ``thread`` names the thread, and so the agent session, within ``channel``. ``event_id`` is
     the platform's id of this delivery (dedupe key); ``message_id`` is the id of the message
     itself (Slack ``ts``, Matrix event id), used to collapse double deliveries of one message.
-    For reactions, ``reaction`` is the emoji name and ``target_id`` the message reacted to.
+    For reactions, ``reaction`` is the emoji name and ``target_id`` the message reacted to;
+    whatever form of the emoji a frontend passes (``:+1:``, ``+1::skin-tone-2``, ``👍``), the
+    event keeps its short name (``+1``), the one form the rest of Cairn sees.
 
     What the platform says of the author, with defaults that grant nothing: ``untrusted`` is
     true for a guest or another bot (what they teach starts unconfirmed and ranks lower);
@@ -98,6 +101,10 @@ class ChatEvent:
     untrusted: bool = False
     admin: bool = False
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.reaction:
+            object.__setattr__(self, "reaction", emoji_name(self.reaction))
 
     def validated(self, max_chars: int) -> ChatEvent:
         """This event with its text cleaned.

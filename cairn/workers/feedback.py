@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from sqlmodel import select
 
-from cairn.core.reactions import emoji_name
 from cairn.db.models import AgentSession, MemoryUse, OutboundMessage, Reaction, SessionEvent, utcnow
 from cairn.memory import Memory, Scope
 from cairn.runtime import Runtime
@@ -27,14 +26,14 @@ _UNDO = {
 
 
 def apply_reaction(
-    rt: Runtime, session: AgentSession, event: SessionEvent
+    rt: Runtime, session: AgentSession, event: SessionEvent, effect: str | None
 ) -> tuple[str, str] | None:
-    """Apply (or undo) the reaction in ``event``; returns (kind, text) to say, or None.
+    """Apply (or undo) the reaction in ``event``, whose effect is ``effect`` (see
+    :func:`cairn.core.reactions.reaction_effect`); returns (kind, text) to say, or None.
 
-    Unknown emoji and repeated reactions are ignored quietly.
+    Unknown emoji (no effect) and repeated reactions are ignored quietly.
     """
-    emoji = emoji_name(str(event.data.get("emoji", "")))
-    effect = rt.settings.reaction_effect(emoji)
+    emoji = str(event.data.get("emoji", ""))  # its short name, since the ChatEvent was built
     outbound_id = event.data.get("outbound_id")
     if effect is None or not isinstance(outbound_id, int):
         return None

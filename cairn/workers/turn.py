@@ -26,7 +26,7 @@ from cairn.core.metrics import (
     TASK_DURATION,
     record_llm_usage,
 )
-from cairn.core.reactions import emoji_name
+from cairn.core.reactions import reaction_effect
 from cairn.db import insert_values, is_unavailable, table
 from cairn.db.models import (
     AgentSession,
@@ -131,8 +131,8 @@ def handle_pending(rt: Runtime, session_id: int) -> int:
 
 def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: SessionEvent) -> None:
     if event.kind == EventKind.REACTION:
-        answer = apply_reaction(rt, session, event)
-        effect = rt.settings.reaction_effect(emoji_name(str(event.data.get("emoji", ""))))
+        effect = reaction_effect(str(event.data.get("emoji", "")), rt.settings)
+        answer = apply_reaction(rt, session, event, effect)
         REACTIONS.labels(effect or "ignored").inc()
         _finish(rt, session, event, [_Said(*answer)] if answer else [])
         return

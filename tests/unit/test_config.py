@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from cairn.core.errors import ConfigError
+from cairn.core.reactions import reaction_effect
 from cairn.core.settings import load_settings
 
 
@@ -110,9 +111,9 @@ def test_redacted_view_never_shows_secrets(monkeypatch: pytest.MonkeyPatch) -> N
 def test_reaction_mapping_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CAIRN_USEFUL_EMOJI", '["rocket"]')
     s = load_settings()
-    assert s.reaction_effect("rocket") == "useful"
-    assert s.reaction_effect("+1") is None
-    assert s.reaction_effect("x") == "retract"
+    assert reaction_effect("rocket", s) == "useful"
+    assert reaction_effect("+1", s) is None
+    assert reaction_effect("x", s) == "retract"
 
 
 def test_passwords_in_urls_are_masked_in_the_redacted_view(

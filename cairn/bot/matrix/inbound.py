@@ -41,7 +41,6 @@ from cairn.bot.matrix.trust import (
 )
 from cairn.bot.pipeline import Pipeline
 from cairn.core.errors import InvalidInput, QueueError
-from cairn.core.reactions import emoji_name
 from cairn.core.settings import Settings
 from cairn.db import is_unavailable
 from cairn.sessions.events import ChatEvent, EventType
@@ -166,7 +165,7 @@ class Inbound:
                 user=str(event.sender),
                 type=EventType.REACTION_ADDED,
                 event_id=str(event.event_id),
-                reaction=emoji_name(str(event.key)),
+                reaction=str(event.key),
                 target_id=target,
                 admin=await self._is_admin(room, str(event.sender)),
             ),

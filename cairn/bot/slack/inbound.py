@@ -32,7 +32,6 @@ from cairn.bot.slack.people import People
 from cairn.bot.slack.workspaces import BotIdentity, Workspaces
 from cairn.bot.spool import Spool, Spooled
 from cairn.core.errors import InvalidInput, QueueError, first_line
-from cairn.core.reactions import emoji_name
 from cairn.db import is_unavailable
 from cairn.db.models import AgentSession
 from cairn.sessions.events import ChatEvent, EventType
@@ -383,7 +382,7 @@ class Inbound:
                 user=user,
                 type=EventType.REACTION_REMOVED if removed else EventType.REACTION_ADDED,
                 event_id=str(body.get("event_id") or ""),
-                reaction=emoji_name(str(event.get("reaction") or "")),
+                reaction=str(event.get("reaction") or ""),
                 target_id=target,
                 # Only an added reaction needs it: a removal undoes what was recorded.
                 admin=not removed and self.people.person(team, user).admin,
