@@ -81,16 +81,7 @@ def test_a_reaction_needs_its_emoji_and_target() -> None:
 def test_emoji_names_are_normalised_across_platforms(given: str, name: str) -> None:
     assert emoji_name(given) == name
     # A reaction event keeps the name, whichever form its frontend passed.
-    event = ChatEvent(
-        platform="p",
-        tenant="t",
-        channel="c",
-        thread="th",
-        user="u",
-        type=EventType.REACTION_ADDED,
-        reaction=given,
-        target_id="console:1",
-    )
+    event = _reaction(given, "console:1")
     assert event.reaction == event.validated(100).reaction == name
 
 
