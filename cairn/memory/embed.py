@@ -113,7 +113,7 @@ def _read_safetensors(path: Path) -> dict[str, npt.NDArray[np.float32]]:
     """The checkpoint's tensors as float32, named without ``bert.``, linear weights (in, out)."""
     try:
         raw = safetensors.numpy.load_file(path)
-    except (safetensors.SafetensorError, KeyError) as exc:  # KeyError: a dtype numpy lacks
+    except (safetensors.SafetensorError, KeyError, TypeError) as exc:  # or a dtype numpy lacks
         raise ConfigError(f"{path}: {exc}") from exc
     tensors: dict[str, npt.NDArray[np.float32]] = {}
     for name, array in raw.items():
