@@ -20,8 +20,9 @@ import click
 from cairn.commands.common import name_checker
 from cairn.core.errors import InvalidInput, NotFound
 from cairn.core.progress import progress_bar
+from cairn.memory.records import MEMORY_KINDS, Memory
 from cairn.memory.scope import Scope
-from cairn.memory.store import MEMORY_KINDS, Memory, MemoryStore
+from cairn.memory.store import MemoryStore
 
 __all__ = ["memory", "memory_json", "scoped_runtime", "tenant_option"]
 
@@ -429,7 +430,7 @@ def memory_doctor(repair: bool, as_json: bool) -> None:
 
     from cairn.db.models import MemoryRow
     from cairn.memory.index import IndexUnavailable
-    from cairn.memory.store import FIRST_INDEXABLE_ID
+    from cairn.memory.index.port import FIRST_INDEXABLE_ID
 
     with scoped_runtime(None, None) as (rt, _):
         store = rt.memory

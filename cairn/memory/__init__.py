@@ -1,6 +1,8 @@
 """Memory: the scoped long-term store and the per-session context engine."""
 
+from cairn.memory.recall import Recalled
+from cairn.memory.records import Memory
 from cairn.memory.scope import Scope, Source, Visibility
-from cairn.memory.store import Memory, MemoryStore, Recalled, Remembered
+from cairn.memory.store import MemoryStore, Remembered
 
 __all__ = ["Memory", "MemoryStore", "Recalled", "Remembered", "Scope", "Source", "Visibility"]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn.core.errors import CairnError
 from cairn.db.models import EventKind, SessionEvent
-from cairn.memory.store import content_hash
+from cairn.memory.records import content_hash
 
 if TYPE_CHECKING:
     from cairn.llm.types import LLM

@@ -28,8 +28,9 @@ from cairn.core.errors import InvalidInput, StorageError, first_line
 from cairn.core.progress import ProgressCallback
 from cairn.db import Database
 from cairn.db.models import TENANT_CHARS, MemoryOutbox, MemoryRow, Tenant
+from cairn.memory.index.port import FIRST_INDEXABLE_ID
+from cairn.memory.records import checked_memory, content_hash
 from cairn.memory.scope import Scope, Visibility
-from cairn.memory.store import FIRST_INDEXABLE_ID, checked_memory, content_hash
 from cairn.memory.tiers import TIERS
 
 __all__ = ["ImportReport", "Rejected", "checked_tenant", "export_memories", "import_memories"]

@@ -1,7 +1,7 @@
 """Sharing an agent's private memory with its team, as a recorded and reversible act.
 
 Sharing moves a memory from the agent's private partition into the tenant's team partition,
-where every agent of the tenant sees it (:func:`~cairn.memory.store.visible_to` decides that,
+where every agent of the tenant sees it (:func:`~cairn.memory.records.visible_to` decides that,
 as for every read). Each share and unshare is a ``memory_audit`` row naming who did it, when,
 and what it replaced, so that unsharing restores the memory's previous visibility exactly and
 the history survives both.
@@ -17,8 +17,9 @@ from sqlmodel import Session, col, select
 
 from cairn.core.errors import InvalidInput, NotFound
 from cairn.db.models import MemoryAudit, MemoryOutbox, MemoryRow, utcnow
+from cairn.memory.records import Memory, visible_to
 from cairn.memory.scope import Scope, Visibility
-from cairn.memory.store import Memory, MemoryStore, visible_to
+from cairn.memory.store import MemoryStore
 
 __all__ = ["AuditEntry", "history", "share", "unshare"]
 

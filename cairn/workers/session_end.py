@@ -20,8 +20,8 @@ from cairn.db.models import (
     utcnow,
 )
 from cairn.memory.learnings import LEARNINGS_MARK, extract_learnings, transcript
+from cairn.memory.records import Memory
 from cairn.memory.scope import Scope, Source, Visibility
-from cairn.memory.store import Memory
 from cairn.runtime import Runtime
 from cairn.sessions.log import EventLog
 

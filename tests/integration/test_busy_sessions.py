@@ -147,7 +147,7 @@ def test_an_edge_index_held_by_another_process_is_not_reopened_on_every_query(
         holder.stdin.close()
         holder.wait(30)
     # The holder has gone: after the retry pause this process takes the index over.
-    monkeypatch.setattr("cairn.memory.index._EDGE_RETRY_AFTER", 0.2)
+    monkeypatch.setattr("cairn.memory.index.edge._RETRY_AFTER", 0.2)
     time.sleep(0.3)
     assert index.count() == 0
 

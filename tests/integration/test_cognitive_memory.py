@@ -15,9 +15,8 @@ from cairn.core.errors import InvalidInput
 from cairn.db import Database
 from cairn.db.models import MemoryRow
 from cairn.memory import MemoryStore, Scope, Source, Visibility
-from cairn.memory import index as index_module
 from cairn.memory.embed import build_embedder
-from cairn.memory.index import EdgeIndex, QdrantIndex
+from cairn.memory.index import EdgeIndex, QdrantIndex, port
 from cairn.memory.portable import export_memories, import_memories
 from cairn.memory.tiers import TierPolicy, collect_garbage, rotate_tiers
 
@@ -241,7 +240,7 @@ def test_a_new_index_layout_is_filled_from_the_database_on_first_reconcile(
     old.remember("The VPN endpoint is vpn.acme.test", OPS)
     assert old.index is not None
     old_place = old.index.where
-    monkeypatch.setattr(index_module, "LAYOUT", index_module.LAYOUT + 1)
+    monkeypatch.setattr(port, "LAYOUT", port.LAYOUT + 1)
     upgraded = _store(database, tmp_path)  # the same folder, after an upgrade of Cairn
     assert upgraded.index is not None
     assert upgraded.index.where != old_place

@@ -22,7 +22,7 @@ from cairn.db import Database
 from cairn.db.models import MemoryOutbox, MemoryRow
 from cairn.memory import Scope
 from cairn.memory.portable import FORMAT, import_memories
-from cairn.memory.store import content_hash
+from cairn.memory.records import content_hash
 from cairn.runtime import build_runtime
 
 OPS = Scope("console", "ops")

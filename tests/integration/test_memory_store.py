@@ -13,7 +13,7 @@ from cairn.core.errors import InvalidInput, NotFound
 from cairn.db import Database
 from cairn.memory import MemoryStore, Scope, Source, Visibility
 from cairn.memory.index import QdrantIndex
-from cairn.memory.store import MAX_MEMORY_CHARS
+from cairn.memory.records import MAX_MEMORY_CHARS
 from cairn.runtime import Runtime
 
 OPS = Scope("acme", "ops", "C1", "ann", "t1")

@@ -13,7 +13,8 @@ from cairn.db.models import EventKind
 from cairn.memory.context.compiler import CompiledPrompt, compile_prompt
 from cairn.memory.context.config import EngineConfig
 from cairn.memory.context.state import EventView, SessionState, fold
-from cairn.memory.store import Memory, Recalled
+from cairn.memory.recall import Recalled
+from cairn.memory.records import Memory
 from cairn.memos import Memo
 
 SYSTEM = "You are cairn, a chat-ops assistant. " * 20

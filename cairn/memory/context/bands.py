@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from cairn.memory.context.config import EngineConfig
 from cairn.memory.context.relevance import BM25, cached_tokens, keywords, trigram_similarity
 from cairn.memory.context.state import Item, SessionState, Unit, tier
-from cairn.memory.store import Recalled
+from cairn.memory.recall import Recalled
 from cairn.memos import Memo
 
 __all__ = [

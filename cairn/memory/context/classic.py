@@ -17,7 +17,7 @@ from cairn.db.models import EventKind, EventStatus, SessionEvent
 from cairn.memory.context.bands import render_memories
 from cairn.memory.context.compiler import CompiledPrompt, alternating, speaker_line
 from cairn.memory.context.relevance import cached_tokens
-from cairn.memory.store import Recalled
+from cairn.memory.recall import Recalled
 
 __all__ = ["ClassicCompiler"]
 

@@ -39,7 +39,7 @@ from cairn.memory.context.bands import (
 from cairn.memory.context.config import EngineConfig
 from cairn.memory.context.relevance import cached_tokens
 from cairn.memory.context.state import SessionState, Unit
-from cairn.memory.store import Recalled
+from cairn.memory.recall import Recalled
 from cairn.memos import Memo
 
 __all__ = [

@@ -46,7 +46,7 @@ from cairn.memory.context.state import (
     fold,
     hydrate,
 )
-from cairn.memory.store import Recalled
+from cairn.memory.recall import Recalled
 from cairn.memos import Memo
 
 __all__ = ["ContextEngine", "TurnContext", "agent_instructions", "tools_tokens"]

@@ -1,0 +1,334 @@
+"""Scoped recall: lexical and dense candidates, fused, re-read through the scope and weighted.
+
+Candidates come from the vector index (or, when it is down, from a lexical scan of the
+database); they are proposals only, and every row is re-read through
+:func:`~cairn.memory.records.visible_to`. Fusion and weighting are :mod:`cairn.memory.ranking`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, func, or_, update
+from sqlalchemy import select as sa_select
+from sqlmodel import col
+
+from cairn.core.logs import Throttle
+from cairn.db import Database
+from cairn.db.models import MemoryRow, utcnow
+from cairn.memory.embed import Embedder
+from cairn.memory.index import IndexUnavailable, VectorIndex
+from cairn.memory.periods import Period, mentioned_periods, without_dates
+from cairn.memory.ranking import (
+    RankWeights,
+    Standing,
+    fuse,
+    fuse_scores,
+    modifier,
+    neighbours_boost,
+)
+from cairn.memory.records import Memory, visible_to
+from cairn.memory.scope import Scope
+from cairn.memory.terms import terms
+
+__all__ = ["Candidates", "Recall", "Recalled"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """What each retriever proposes for a query, best first, before fusion and weighting.
+
+    ``degraded`` is true when the vector index did not answer and lexical candidates come from
+    the database instead.
+    """
+
+    lexical: list[tuple[int, float]] = field(default_factory=list)
+    dense: list[tuple[int, float]] = field(default_factory=list)
+    degraded: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """A memory found by recall, with its relevance score (higher is better)."""
+
+    memory: Memory
+    score: float
+
+
+class Recall:
+    """Recall over a database and an optional vector index, with ``weights`` for ranking and
+    ``default_k`` memories when a caller names no number."""
+
+    def __init__(
+        self,
+        db: Database,
+        index: VectorIndex | None,
+        embedder: Embedder | None,
+        weights: RankWeights,
+        default_k: int,
+    ) -> None:
+        self.db = db
+        self.index = index
+        self.embedder = embedder
+        self.weights = weights
+        self.default_k = default_k
+        self._degraded_warnings = Throttle(60.0)  # one line a minute while the index is down
+        self._statements: dict[tuple[str, str, str], Any] = {}  # see _statement
+
+    def candidates(
+        self,
+        query: str,
+        scope: Scope,
+        n: int,
+        *,
+        vector: Sequence[float] | None = None,
+        periods: Sequence[Period] = (),
+    ) -> Candidates:
+        """Up to ``n`` lexical and ``n`` dense candidates for ``query`` in ``scope``.
+
+        Candidates are proposals only: :meth:`recall` re-reads them through :func:`visible_to`.
+        A dead index degrades to lexical search in the database, logged as a warning.
+        ``vector`` is the query's embedding when the caller has it already. ``periods`` adds
+        up to ``n`` more of each from memories written within those periods.
+        """
+        if self.index is not None:
+            try:
+                lexical = self.index.search(query, scope.tenant, scope.agent, n)
+                if periods:
+                    within = self.index.search(query, scope.tenant, scope.agent, n, periods=periods)
+                    lexical = _merged(lexical, within)
+                dense: list[tuple[int, float]] = []
+                if vector is None and self.embedder is not None:
+                    vector = self.embedder.embed([query])[0].tolist()
+                if vector is not None:
+                    dense = self.index.search_dense(list(vector), scope.tenant, scope.agent, n)
+                    if periods:
+                        within = self.index.search_dense(
+                            list(vector), scope.tenant, scope.agent, n, periods=periods
+                        )
+                        dense = _merged(dense, within)
+                return Candidates(lexical, dense)
+            except IndexUnavailable as exc:
+                held = self._degraded_warnings.allow()
+                if held is not None:
+                    log.warning(
+                        "vector index unavailable, recalling lexically: %s%s",
+                        exc,
+                        f" ({held} more recalls since the last warning)" if held else "",
+                    )
+        return Candidates(self._lexical(query, scope, n), [], degraded=True)
+
+    def recall(
+        self,
+        query: str,
+        scope: Scope,
+        k: int | None = None,
+        *,
+        now: datetime | None = None,
+        touch: bool = True,
+        vector: Sequence[float] | None = None,
+    ) -> list[Recalled]:
+        """The memories in ``scope`` most relevant to ``query``, best first, never retracted.
+
+        Lexical and dense candidates are fused (see :mod:`cairn.memory.ranking`); memories
+        written within a date the query names ("on 9 November, 2022") are preferred; episodic
+        turns borrow relevance from the turns around them in the conversation; and the result
+        is weighted by recency, validity, usefulness, disputes, tier and scope. ``touch``
+        counts the recall on the returned memories; ``now`` is the clock for recency;
+        ``vector`` is the query's embedding when the caller has it already.
+        """
+        k = k or self.default_k
+        w = self.weights
+        periods = mentioned_periods(query) if w.period > 0 else ()
+        pool = max(w.pool, 4 * k)
+        # A date the query names becomes a period; the rest of the query is what to look for.
+        search = (without_dates(query) or query) if periods else query
+        found = self.candidates(search, scope, pool, vector=vector, periods=periods)
+        if w.fusion == "score":
+            fused = fuse_scores([(w.lexical, found.lexical), (w.dense, found.dense)])
+        else:
+            fused = fuse(
+                [
+                    (w.lexical, [mid for mid, _ in found.lexical]),
+                    (w.dense, [mid for mid, _ in found.dense]),
+                ]
+            )
+        if not fused:
+            return []
+        # Only the best fused candidates go on to the database: re-reading rows dominates the
+        # latency of recall, and weighting nudges rather than reorders wholesale. A dated query
+        # reads them all, since the date may lift one from far down the list.
+        best = max(4 * k, 20)
+        ids = sorted(fused, key=lambda mid: -fused[mid])
+        now = now or utcnow()
+        with self.db.engine.connect() as conn:
+            rows = {
+                r.id: r
+                for r in conn.execute(
+                    self._statement(scope, "rows"), {"ids": ids if periods else ids[:best]}
+                )
+            }
+            if periods:
+                fused = {
+                    mid: score * (1.0 + w.period) if _within(rows[mid], periods) else score
+                    for mid, score in fused.items()
+                    if mid in rows
+                }
+            fused = dict(sorted(fused.items(), key=lambda kv: -kv[1])[:best])
+            rows = {mid: rows[mid] for mid in fused if mid in rows}
+            scores = fused
+            if w.context > 0 and w.context_turns > 0:
+                neighbours = self._neighbours(conn, scope, rows, w.context_turns)
+                scores = neighbours_boost(fused, neighbours, w.context)
+            weighted = {
+                mid: scores[mid] * modifier(w, _standing(row, scope), now)
+                for mid, row in rows.items()
+                if mid in scores
+            }
+            ranked = sorted(weighted, key=lambda mid: (-weighted[mid], -mid))[:k]
+            if ranked and touch:
+                conn.execute(
+                    update(MemoryRow)
+                    .where(col(MemoryRow.id).in_(ranked))
+                    .values(recall_count=MemoryRow.recall_count + 1, last_recalled_at=now)
+                )
+                conn.commit()
+            return [Recalled(Memory.from_row(rows[mid]), weighted[mid]) for mid in ranked]
+
+    def _statement(self, scope: Scope, which: str) -> Any:
+        """The (cached) select of whole memory rows recall runs for ``scope``.
+
+        ``rows`` takes ``ids``; ``near`` takes ``ids`` and ``threads`` and keeps episodic turns
+        of those threads. Building a statement costs more than running it, so each is built
+        once per tenant and agent, with the ids as parameters.
+        """
+        key = (scope.tenant, scope.agent, which)  # all that visible_to reads of the scope
+        statement = self._statements.get(key)
+        if statement is None:
+            conditions = [
+                col(MemoryRow.id).in_(bindparam("ids", expanding=True)),
+                visible_to(scope, by_id=True),
+                col(MemoryRow.retracted).is_(False),
+            ]
+            if which == "near":
+                conditions += [
+                    col(MemoryRow.source_thread).in_(bindparam("threads", expanding=True)),
+                    col(MemoryRow.kind) == "episode",
+                ]
+            statement = sa_select(MemoryRow.__table__).where(*conditions)  # type: ignore[attr-defined]
+            self._remember_statement(key, statement)
+        return statement
+
+    def _lexical_statement(self, scope: Scope, n: int) -> Any:
+        """The (cached) select of ids and texts that contain one of ``n`` terms (parameters
+        t0 ... t{n-1}), for lexical recall without the index: built once per tenant, agent and
+        number of terms."""
+        key = (scope.tenant, scope.agent, f"lexical:{n}")
+        statement = self._statements.get(key)
+        if statement is None:
+            text = func.lower(col(MemoryRow.text))
+            statement = (
+                sa_select(col(MemoryRow.id), col(MemoryRow.text))
+                .where(
+                    visible_to(scope),
+                    col(MemoryRow.retracted).is_(False),
+                    or_(*(text.contains(bindparam(f"t{i}")) for i in range(n))),
+                )
+                .order_by(col(MemoryRow.id).desc())
+                .limit(500)
+            )
+            self._remember_statement(key, statement)
+        return statement
+
+    def _remember_statement(self, key: tuple[str, str, str], statement: Any) -> None:
+        if len(self._statements) >= 512:
+            self._statements.clear()
+        self._statements[key] = statement
+
+    def _neighbours(
+        self, conn: Connection, scope: Scope, rows: dict[int, Any], turns: int
+    ) -> dict[int, list[int]]:
+        """For episodic candidates: up to ``turns`` turns before and after each in its thread.
+
+        Adds the rows of those turns to ``rows``. Turns of one thread are written in order, so
+        they sit close together by id; ids within twice ``turns`` are looked at, which allows
+        for turns of other threads written in between.
+        """
+        episodic = [r for r in rows.values() if r.kind == "episode" and r.source_thread]
+        if not episodic:
+            return {}
+        span = 2 * turns
+        near = {r.id + d for r in episodic for d in range(-span, span + 1)} - set(rows)
+        threads = sorted({r.source_thread for r in episodic})
+        if near:
+            for r in conn.execute(
+                self._statement(scope, "near"), {"ids": sorted(near), "threads": threads}
+            ):
+                rows.setdefault(r.id, r)
+        by_thread: dict[str, list[int]] = {}
+        for r in rows.values():
+            if r.kind == "episode" and r.source_thread:
+                by_thread.setdefault(r.source_thread, []).append(r.id)
+        for same in by_thread.values():
+            same.sort()
+        result: dict[int, list[int]] = {}
+        for r in episodic:
+            same = by_thread[r.source_thread]
+            at = same.index(r.id)
+            for other in same[max(0, at - turns) : at] + same[at + 1 : at + 1 + turns]:
+                result.setdefault(r.id, []).append(other)
+                result.setdefault(other, []).append(r.id)
+        return result
+
+    def _lexical(self, query: str, scope: Scope, k: int) -> list[tuple[int, float]]:
+        wanted = set(terms(query))
+        if not wanted:
+            return []
+        looked_for = sorted(wanted)[:16]
+        params = {f"t{i}": t for i, t in enumerate(looked_for)}
+        with self.db.engine.connect() as conn:
+            rows = conn.execute(self._lexical_statement(scope, len(looked_for)), params).all()
+        scored = []
+        for memory_id, text in rows:
+            overlap = len(wanted & set(terms(text)))
+            if overlap:
+                scored.append((memory_id, overlap / len(wanted)))
+        scored.sort(key=lambda pair: -pair[1])
+        return scored[:k]
+
+
+def _merged(*lists: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """Candidate lists joined, each id at its best score, best first."""
+    best: dict[int, float] = {}
+    for pairs in lists:
+        for mid, score in pairs:
+            best[mid] = max(score, best.get(mid, score))
+    return sorted(best.items(), key=lambda pair: -pair[1])
+
+
+def _within(row: Any, periods: Sequence[Period]) -> bool:
+    return any(row.created_at in period for period in periods)
+
+
+def _standing(row: MemoryRow | Any, scope: Scope) -> Standing:
+    created, recalled = row.created_at, row.last_recalled_at
+    touched = recalled if recalled is not None and recalled > created else created
+    same_place = bool(
+        (scope.thread and row.thread_ref == scope.thread)
+        or (scope.channel and row.channel == scope.channel)
+    )
+    return Standing(
+        last_touched=touched,
+        validity=row.validity,
+        usefulness=row.usefulness,
+        disputes=row.disputes,
+        tier=row.tier,
+        same_place=same_place,
+        untrusted=row.untrusted and not row.confirmed,
+    )

@@ -1,0 +1,143 @@
+"""What a memory is to its callers, and the rules every write and read of one applies.
+
+:class:`Memory` is a detached copy of a row; :func:`checked_memory` is every check a write
+applies to a text; :func:`content_hash` is the dedupe key; :func:`visible_to` is the condition
+every read applies, so no query can return a row of another tenant or another agent's private
+memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, Row, and_, or_
+from sqlmodel import col
+
+from cairn.core.errors import InvalidInput
+from cairn.core.text import clean_text
+from cairn.db.models import MemoryRow
+from cairn.memory.scope import Scope, Visibility
+
+__all__ = [
+    "MAX_MEMORY_CHARS",
+    "MEMORY_KINDS",
+    "Memory",
+    "checked_memory",
+    "content_hash",
+    "visible_to",
+]
+
+MAX_MEMORY_CHARS = 2000
+MEMORY_KINDS = ("fact", "preference", "decision", "pattern", "mistake", "constraint", "episode")
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """A memory as callers see it (a detached copy of its row)."""
+
+    id: int
+    tenant: str
+    agent: str | None
+    visibility: str
+    kind: str
+    text: str
+    author: str
+    source_thread: str
+    created_at: datetime
+    recall_count: int
+    validity: float
+    usefulness: float
+    confirmed: bool
+    disputes: int
+    retracted: bool
+    tier: str = "hot"
+    updated_at: datetime | None = None
+    last_recalled_at: datetime | None = None
+    merges: int = 0
+    untrusted: bool = False
+
+    @classmethod
+    def from_row(cls, row: MemoryRow | Row[Any]) -> Memory:
+        """Copy the fields of ``row`` (a model, or a row selected from the memory table)."""
+        assert row.id is not None
+        return cls(
+            id=row.id,
+            tenant=row.tenant_id,
+            agent=row.agent,
+            visibility=row.visibility,
+            kind=row.kind,
+            text=row.text,
+            author=row.author,
+            source_thread=row.source_thread,
+            created_at=row.created_at,
+            recall_count=row.recall_count,
+            validity=row.validity,
+            usefulness=row.usefulness,
+            confirmed=row.confirmed,
+            disputes=row.disputes,
+            retracted=row.retracted,
+            tier=row.tier,
+            updated_at=row.updated_at,
+            last_recalled_at=row.last_recalled_at,
+            merges=row.merges,
+            untrusted=row.untrusted,
+        )
+
+
+def content_hash(text: str) -> str:
+    """The dedupe key of a memory's text: case, spacing and final punctuation do not count."""
+    folded = re.sub(r"\s+", " ", text.casefold()).strip().rstrip(".!?;: ")
+    return hashlib.sha256(folded.encode()).hexdigest()
+
+
+def visible_to(scope: Scope, *, by_id: bool = False) -> ColumnElement[bool]:
+    """The SQL condition every read path applies: same tenant, and shared or the agent's own.
+
+    ``by_id`` is for reads of a few rows by primary key: the same condition, written so that
+    SQLite's planner looks the ids up instead of scanning the tenant's index (35 ms instead of
+    under 1 ms at 100,000 memories).
+    """
+    tenant = col(MemoryRow.tenant_id) + "" if by_id else col(MemoryRow.tenant_id)
+    return and_(
+        tenant == scope.tenant,
+        or_(
+            col(MemoryRow.visibility).in_([Visibility.TEAM.value, Visibility.PUBLIC.value]),
+            col(MemoryRow.agent) == scope.agent,
+        ),
+    )
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def checked_memory(text: str, kind: str) -> str:
+    """``text`` as a memory of ``kind`` is stored (cleaned), after every check a write applies.
+
+    Raises InvalidInput for empty or oversized text, control characters and unknown kinds.
+    """
+    text = _validated_text(text)
+    if kind not in MEMORY_KINDS:
+        raise InvalidInput(f"unknown memory kind {kind!r}; use one of {', '.join(MEMORY_KINDS)}")
+    return text
+
+
+def _validated_text(text: str) -> str:
+    control = _CONTROL.search(text)
+    if control is not None:
+        raise InvalidInput(
+            f"a memory cannot contain control characters (found {control.group()!r} at "
+            f"position {control.start()}); remove them and try again"
+        )
+    cleaned = clean_text(text)
+    if not cleaned:
+        raise InvalidInput("nothing to remember: the text is empty")
+    if len(cleaned) > MAX_MEMORY_CHARS:
+        raise InvalidInput(
+            f"a memory holds at most {MAX_MEMORY_CHARS} characters; this one has {len(cleaned)}. "
+            "Keep the essential fact."
+        )
+    return cleaned
