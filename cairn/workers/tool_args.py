@@ -20,7 +20,7 @@ from pydantic_core import PydanticCustomError, core_schema
 
 from cairn.core.errors import InvalidInput
 from cairn.llm.types import ToolSpec
-from cairn.memory.store import MEMORY_KINDS
+from cairn.memory.records import MEMORY_KINDS
 
 __all__ = [
     "ARGUMENTS",

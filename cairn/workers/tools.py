@@ -24,7 +24,6 @@ from cairn.core.errors import InvalidInput, NotFound
 from cairn.db.models import utcnow
 from cairn.llm.types import ToolSpec
 from cairn.memory import Memory, MemoryStore, Scope, Source, Visibility
-from cairn.memory.records import MEMORY_KINDS
 from cairn.memory.sharing import share
 from cairn.memory.working import Scratchpad
 from cairn.memos import ALL_AGENTS, MemoBox
