@@ -21,7 +21,7 @@ from cairn.core.errors import CairnError, first_line
 from cairn.core.reactions import reaction_effect
 from cairn.core.text import printable
 from cairn.db import is_unavailable
-from cairn.db.models import EventStatus, SessionEvent
+from cairn.db.models import EventStatus
 from cairn.sessions.events import ChatEvent, EventType, checked_name
 from cairn.sessions.ingest import Admission
 from cairn.sessions.outbox import Outbox
@@ -226,9 +226,8 @@ class Console:
         return self._deliver(cause=event_row, quiet_kinds=quiet_kinds or set())
 
     def _handled(self, event_row: int) -> bool:
-        with self.rt.db.session() as s:
-            row = s.get(SessionEvent, event_row)
-            return row is not None and row.status != EventStatus.PENDING
+        row = self.pipeline.log.event(event_row)
+        return row is not None and row.status != EventStatus.PENDING
 
     def _patiently(self, work: Callable[[], _T]) -> _T:
         """Run ``work``; while the database is unavailable, say so once and try again.

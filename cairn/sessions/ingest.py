@@ -18,9 +18,10 @@ from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
-from cairn.db.models import EventKind, EventStatus, OutboundMessage, SessionEvent
+from cairn.db.models import EventKind, EventStatus, SessionEvent
 from cairn.sessions.events import ChatEvent, EventType
 from cairn.sessions.log import EventLog, ThreadRef
+from cairn.sessions.outbox import message_at
 
 __all__ = ["Admission", "Ingested", "ingest"]
 
@@ -120,13 +121,7 @@ def _address_logged_copy(log: EventLog, event: ChatEvent, message_ref: str) -> i
 
 
 def _reaction(log: EventLog, event: ChatEvent) -> Ingested:
-    with log.db.session() as s:
-        target = s.exec(
-            select(OutboundMessage).where(
-                OutboundMessage.tenant_id == event.tenant,
-                OutboundMessage.message_ref == event.target_id,
-            )
-        ).first()
+    target = message_at(log.db, event.tenant, event.target_id or "")
     if target is None:
         return Ingested(Admission.IGNORED)  # not a message of ours: ignored quietly
     try:

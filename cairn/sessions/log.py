@@ -7,12 +7,14 @@ the session row, so concurrent writers (frontend and worker) never collide.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import Select, Update, bindparam, update
+from sqlalchemy import Select, Update, bindparam, func, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -239,10 +241,98 @@ class EventLog:
     def events(self, session_id: int) -> list[SessionEvent]:
         """Every event of a session, in order."""
         with self.db.session() as s:
-            return list(
+            return self.events_in(s, session_id)
+
+    @staticmethod
+    def events_in(s: Session, session_id: int) -> list[SessionEvent]:
+        """Every event of a session, in order, read inside the caller's transaction."""
+        return list(
+            s.exec(
+                select(SessionEvent)
+                .where(SessionEvent.session_id == session_id)
+                .order_by(col(SessionEvent.seq))
+            ).all()
+        )
+
+    def event_at(self, tenant: str, event_ref: str, kind: str) -> SessionEvent | None:
+        """The event of ``kind`` the platform knows as ``event_ref`` in ``tenant``, if any."""
+        with self.db.session() as s:
+            return s.exec(
+                select(SessionEvent).where(
+                    SessionEvent.tenant_id == tenant,
+                    SessionEvent.event_ref == event_ref,
+                    SessionEvent.kind == kind,
+                )
+            ).first()
+
+    def still_pending(self, event_ids: Iterable[int]) -> set[int]:
+        """Which of ``event_ids`` still wait to be handled."""
+        ids = list(event_ids)
+        if not ids:
+            return set()
+        with self.db.session() as s:
+            rows = s.exec(
+                select(SessionEvent.id).where(
+                    col(SessionEvent.id).in_(ids), SessionEvent.status == EventStatus.PENDING
+                )
+            ).all()
+        return {r for r in rows if r is not None}
+
+    def count_pending(self) -> int:
+        """How many events, of every session, wait to be handled."""
+        with self.db.session() as s:
+            return int(
                 s.exec(
-                    select(SessionEvent)
-                    .where(SessionEvent.session_id == session_id)
-                    .order_by(col(SessionEvent.seq))
-                ).all()
+                    select(func.count())
+                    .select_from(SessionEvent)
+                    .where(SessionEvent.status == EventStatus.PENDING)
+                ).one()
             )
+
+    def thread_agent(self, tenant: str, channel: str, thread: str) -> str | None:
+        """The agent of the session on ``thread`` in ``channel``; None when it is no session."""
+        with self.db.session() as s:
+            return s.exec(
+                select(AgentSession.agent).where(
+                    AgentSession.tenant_id == tenant,
+                    AgentSession.channel == channel,
+                    AgentSession.thread_ref == thread,
+                )
+            ).first()
+
+    def stale_sessions(self, *, older_than: float) -> list[int]:
+        """Sessions with an event pending for longer than ``older_than`` seconds."""
+        cutoff = utcnow() - timedelta(seconds=older_than)
+        with self.db.session() as s:
+            rows = s.exec(
+                select(SessionEvent.session_id)
+                .where(SessionEvent.status == EventStatus.PENDING, SessionEvent.created_at < cutoff)
+                .group_by(col(SessionEvent.session_id))
+                .having(func.count() > 0)
+            ).all()
+        return sorted(rows)
+
+    def idle_since(self, cutoff: datetime) -> list[int]:
+        """Open sessions without activity since ``cutoff``."""
+        with self.db.session() as s:
+            rows = s.exec(
+                select(AgentSession.id).where(
+                    AgentSession.status == "open", col(AgentSession.updated_at) < cutoff
+                )
+            ).all()
+        return [r for r in rows if r is not None]
+
+    def end_if_idle(self, session_id: int, cutoff: datetime) -> bool:
+        """Mark the session ended if it is open and had no activity since ``cutoff``; False
+        when a message woke it meanwhile (or it had ended already)."""
+        with self.db.session() as s:
+            result = s.exec(
+                update(AgentSession)
+                .where(
+                    col(AgentSession.id) == session_id,
+                    col(AgentSession.status) == "open",
+                    col(AgentSession.updated_at) < cutoff,
+                )
+                .values(status="ended", ended_at=utcnow())
+            )
+            return bool(result.rowcount)

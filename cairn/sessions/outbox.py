@@ -1,22 +1,108 @@
-"""The reply outbox as frontends see it: what is waiting to be posted, and recording the post.
+"""The reply outbox: what the bot is to post, written by workers and posted by frontends.
 
-Workers write ``outbound_message`` rows; the frontend that owns the platform connection posts
-them in order and records the platform's id of each posted message in ``message_ref`` (Slack:
-``channel:ts``; Matrix: the event id; console: ``console:<id>``). Reactions name their target by
-that same ``message_ref``, which is how feedback finds the memories behind a message.
+Workers queue ``outbound_message`` rows (:func:`say_in`) in the transaction that closes the
+event they answer, each logged in the session too and linked to the memories it used or
+announced (``memory_use``, which reaction feedback reads). The frontend that owns the platform
+connection reads them in order (:class:`Outbox`), posts them and records the platform's id of
+each posted message in ``message_ref`` (Slack: ``channel:ts``; Matrix: the event id; console:
+``console:<id>``); only a pending row is marked sent, so two frontends racing on one message
+post it once. Reactions name their target by that same ``message_ref``
+(:meth:`Outbox.message_at`), which is how feedback finds the memories behind a message.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import update
-from sqlmodel import col, select
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import func, update
+from sqlmodel import Session, col, select
 
 from cairn.core.settings import Settings
-from cairn.db import Database
-from cairn.db.models import OutboundMessage, OutboundStatus, utcnow
+from cairn.db import Database, insert_values
+from cairn.db.models import (
+    AgentSession,
+    EventKind,
+    MemoryUse,
+    OutboundMessage,
+    OutboundStatus,
+    utcnow,
+)
 from cairn.sessions.events import ChatReply
+from cairn.sessions.log import EventLog
 
-__all__ = ["Outbox", "as_reply"]
+__all__ = ["Outbox", "Said", "as_reply", "message_at", "say_in"]
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """One message the bot is to post.
+
+    ``kind`` is reply, notice, error or ack; ``memories`` are (memory id, role) pairs, the role
+    "used" or "announced", recorded so that a reaction to the message acts on those memories.
+    """
+
+    kind: str
+    text: str
+    memories: tuple[tuple[int, str], ...] = ()
+
+
+def say_in(
+    s: Session,
+    session: AgentSession,
+    cause: int,
+    said: Sequence[Said],
+    *,
+    agent: str,
+    in_reply_to: str | None = None,
+) -> None:
+    """Log each message of ``said`` in the session and queue it in the outbox, in order,
+    inside the caller's transaction (so it is posted once, or not at all).
+
+    ``cause`` is the event the messages answer (their rows are unique per cause and position,
+    so a second run of the same work writes nothing new); ``in_reply_to`` is the platform id
+    of the message they answer, when there is one.
+    """
+    sid = session.id or 0
+    for seq, item in enumerate(said):
+        kind = EventKind.REPLY if item.kind == "reply" else EventKind.NOTICE
+        EventLog.append_in(
+            s,
+            sid,
+            session.tenant_id,
+            kind,
+            text=item.text,
+            agent=agent,
+            data={"cause": cause, "kind": item.kind},
+        )
+        row = insert_values(
+            s,
+            OutboundMessage,
+            session_id=sid,
+            cause_event_id=cause,
+            seq=seq,
+            tenant_id=session.tenant_id,
+            platform=session.platform,
+            channel=session.channel,
+            thread_ref=session.thread_ref,
+            kind=item.kind,
+            agent=agent,
+            text=item.text,
+            data={} if in_reply_to is None else {"in_reply_to": in_reply_to},
+        )
+        for memory_id, role in dict.fromkeys(item.memories):
+            s.add(MemoryUse(outbound_id=row["id"], memory_id=memory_id, role=role))
+
+
+def message_at(db: Database, tenant: str, message_ref: str) -> OutboundMessage | None:
+    """The bot message a platform knows as ``message_ref`` in ``tenant``, if it is one."""
+    with db.session() as s:
+        return s.exec(
+            select(OutboundMessage).where(
+                OutboundMessage.tenant_id == tenant,
+                OutboundMessage.message_ref == message_ref,
+            )
+        ).first()
 
 
 def as_reply(row: OutboundMessage) -> ChatReply:
@@ -76,6 +162,20 @@ class Outbox:
     ) -> list[ChatReply]:
         """:meth:`pending`, as the ChatReply objects a frontend posts."""
         return [as_reply(row) for row in self.pending(tenant=tenant, cause=cause, limit=limit)]
+
+    def count_pending(self) -> int:
+        """How many messages of the platform wait to be posted, whichever agent says them."""
+        with self.db.session() as s:
+            return int(
+                s.exec(
+                    select(func.count())
+                    .select_from(OutboundMessage)
+                    .where(
+                        OutboundMessage.platform == self.platform,
+                        OutboundMessage.status == OutboundStatus.PENDING,
+                    )
+                ).one()
+            )
 
     def mark_sent(self, outbound_id: int, message_ref: str | None) -> bool:
         """Record that the message was posted as ``message_ref``; False if it was already sent.

@@ -8,22 +8,15 @@ What a learning is and how the model's proposals are checked lives in
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from cairn.core.errors import InvalidInput, NotFound
-from cairn.db.models import (
-    AgentSession,
-    EventKind,
-    MemoryUse,
-    OutboundMessage,
-    SessionEvent,
-    utcnow,
-)
+from cairn.db.models import AgentSession, EventKind, SessionEvent, utcnow
 from cairn.memory.learnings import LEARNINGS_MARK, extract_learnings, transcript
 from cairn.memory.records import Memory
 from cairn.memory.scope import Scope, Source, Visibility
 from cairn.runtime import Runtime
 from cairn.sessions.log import EventLog
+from cairn.sessions.outbox import Said, say_in
 
 __all__ = ["end_session"]
 
@@ -33,15 +26,15 @@ log = logging.getLogger(__name__)
 def end_session(rt: Runtime, session_id: int, *, forbidden: tuple[str, ...] = ()) -> list[Memory]:
     """End a session: extract learnings, store them unconfirmed, announce them in the thread.
 
-    The "remembered: ..." notices go to the outbox as OutboundMessage rows, each linked to its
-    memory with MemoryUse role "announced", in the transaction that marks the session ended.
+    The "remembered: ..." notices go to the outbox, each linked to its memory with the role
+    "announced", in the transaction that marks the session ended.
     Ending an ended session does nothing and returns []. Raises NotFound for an unknown id.
     """
     with rt.db.session() as s:
         session = s.get(AgentSession, session_id)
         if session is None:
             raise NotFound(f"no session #{session_id}")
-        events = _since_last_learnings(list(s.exec(_events_query(session_id)).all()))
+        events = _since_last_learnings(EventLog.events_in(s, session_id))
         if events is None:
             return []  # this stretch of the session was already reviewed
         tenant, agent = session.tenant_id, session.agent
@@ -89,22 +82,12 @@ def _since_last_learnings(events: list[SessionEvent]) -> list[SessionEvent] | No
     return rest
 
 
-def _events_query(session_id: int) -> Any:
-    from sqlmodel import col, select
-
-    return (
-        select(SessionEvent)
-        .where(SessionEvent.session_id == session_id)
-        .order_by(col(SessionEvent.seq))
-    )
-
-
 def _announce(rt: Runtime, session_id: int, memories: list[Memory]) -> None:
     with rt.db.session() as s:
         session = s.get(AgentSession, session_id, with_for_update=True)
         if session is None:
             return
-        done = list(s.exec(_events_query(session_id)).all())
+        done = EventLog.events_in(s, session_id)
         if _since_last_learnings(done) is None:
             return  # a concurrent run announced first
         cause = EventLog.append_in(
@@ -116,27 +99,8 @@ def _announce(rt: Runtime, session_id: int, memories: list[Memory]) -> None:
             agent=session.agent,
             data={"kind": LEARNINGS_MARK},
         )
-        for seq, memory in enumerate(memories):
-            text = f"remembered: {memory.text}"
-            EventLog.append_in(
-                s, session_id, session.tenant_id, EventKind.NOTICE, text=text,
-                agent=session.agent, data={"cause": cause["id"], "kind": "notice"},
-            )  # fmt: skip
-            row = OutboundMessage(
-                session_id=session_id,
-                cause_event_id=cause["id"],
-                seq=seq,
-                tenant_id=session.tenant_id,
-                platform=session.platform,
-                channel=session.channel,
-                thread_ref=session.thread_ref,
-                kind="notice",
-                agent=session.agent,
-                text=text,
-            )
-            s.add(row)
-            s.flush()
-            s.add(MemoryUse(outbound_id=row.id or 0, memory_id=memory.id, role="announced"))
+        said = [Said("notice", f"remembered: {m.text}", ((m.id, "announced"),)) for m in memories]
+        say_in(s, session, cause["id"], said, agent=session.agent)
         session.status = "ended"
         session.ended_at = utcnow()
         s.add(session)

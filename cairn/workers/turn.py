@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Update, bindparam, update
-from sqlmodel import Session
 
 from cairn.core.errors import CairnError, LLMAuthError, LLMError, SessionBusy
 from cairn.core.logs import bind
@@ -27,14 +25,12 @@ from cairn.core.metrics import (
     record_llm_usage,
 )
 from cairn.core.reactions import reaction_effect
-from cairn.db import insert_values, is_unavailable, table
+from cairn.db import is_unavailable, table
 from cairn.db.models import (
     AgentSession,
     DeadLetter,
     EventKind,
     EventStatus,
-    MemoryUse,
-    OutboundMessage,
     SessionEvent,
     utcnow,
 )
@@ -45,6 +41,7 @@ from cairn.memory.working import Pad, Scratchpad
 from cairn.memos import MemoBox
 from cairn.runtime import Runtime
 from cairn.sessions.log import EventLog
+from cairn.sessions.outbox import Said, say_in
 from cairn.workers.agent import TurnOutcome, run_agent
 from cairn.workers.feedback import apply_reaction
 from cairn.workers.tools import Toolbox
@@ -89,15 +86,6 @@ def _claim() -> Update:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Said:
-    """One outbound message a turn produces."""
-
-    kind: str
-    text: str
-    memories: tuple[tuple[int, str], ...] = ()
-
-
 def handle_pending(rt: Runtime, session_id: int) -> int:
     """Handle every pending event of the session, oldest first; returns how many.
 
@@ -134,7 +122,7 @@ def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: Session
         effect = reaction_effect(str(event.data.get("emoji", "")), rt.settings)
         answer = apply_reaction(rt, session, event, effect)
         REACTIONS.labels(effect or "ignored").inc()
-        _finish(rt, session, event, [_Said(*answer)] if answer else [])
+        _finish(rt, session, event, [Said(*answer)] if answer else [])
         return
     try:
         outcome, turn = _turn(rt, events, session, event)
@@ -176,17 +164,17 @@ def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: Session
             prices=rt.settings.llm_prices,
         )
     said = [
-        _Said(
+        Said(
             "reply",
             outcome.text or "(no answer)",
             tuple((m.id, "used") for m in _unique(outcome.used)),
         )
     ]
     said += [
-        _Said("notice", f"remembered: {m.text}", ((m.id, "announced"),))
+        Said("notice", f"remembered: {m.text}", ((m.id, "announced"),))
         for m in _unique(outcome.announced)
     ]
-    said += [_Said("notice", f"retracted: {m.text}", ()) for m in _unique(outcome.retracted)]
+    said += [Said("notice", f"retracted: {m.text}", ()) for m in _unique(outcome.retracted)]
     _finish(rt, session, event, said, turn=turn)
 
 
@@ -294,7 +282,7 @@ def _give_up(
         rt,
         session,
         event,
-        [_Said("error", apology)],
+        [Said("error", apology)],
         status=EventStatus.FAILED,
         error=reason,
         dead_letter=True,
@@ -305,7 +293,7 @@ def _finish(
     rt: Runtime,
     session: AgentSession,
     event: SessionEvent,
-    said: list[_Said],
+    said: list[Said],
     *,
     status: str = EventStatus.DONE,
     error: str = "",
@@ -328,18 +316,14 @@ def _finish(
                 return  # handled by an earlier run of this task
         if turn is not None:
             turn.save_in(s)
-        for seq, item in enumerate(said):
-            kind = EventKind.REPLY if item.kind == "reply" else EventKind.NOTICE
-            EventLog.append_in(
-                s,
-                session.id or 0,
-                session.tenant_id,
-                kind,
-                text=item.text,
-                agent=event.agent,
-                data={"cause": event.id, "kind": item.kind},
-            )
-            _queue(s, session, event, seq, item)
+        say_in(
+            s,
+            session,
+            event.id or 0,
+            said,
+            agent=event.agent,
+            in_reply_to=event.message_ref or event.event_ref or "",
+        )
         if current is None:
             return
         current.status = status
@@ -356,26 +340,6 @@ def _finish(
                     attempts=int(current.data.get("attempts", 1)),
                 )
             )
-
-
-def _queue(s: Session, session: AgentSession, event: SessionEvent, seq: int, item: _Said) -> None:
-    row = insert_values(
-        s,
-        OutboundMessage,
-        session_id=session.id or 0,
-        cause_event_id=event.id or 0,
-        seq=seq,
-        tenant_id=session.tenant_id,
-        platform=session.platform,
-        channel=session.channel,
-        thread_ref=session.thread_ref,
-        kind=item.kind,
-        agent=event.agent,
-        text=item.text,
-        data={"in_reply_to": event.message_ref or event.event_ref or ""},
-    )
-    for memory_id, role in dict.fromkeys(item.memories):
-        s.add(MemoryUse(outbound_id=row["id"], memory_id=memory_id, role=role))
 
 
 def _unique(memories: list[Memory]) -> list[Memory]:

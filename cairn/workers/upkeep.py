@@ -16,13 +16,13 @@ import threading
 from collections.abc import Callable
 from datetime import timedelta
 
-from sqlalchemy import func, update
-from sqlmodel import col, select
+from sqlmodel import select
 
-from cairn.db.models import AgentSession, EventStatus, SessionEvent, Tenant, utcnow
+from cairn.db.models import Tenant, utcnow
 from cairn.memory.tiers import TierPolicy, collect_garbage
 from cairn.memos.box import MemoBox
 from cairn.runtime import Runtime
+from cairn.sessions.log import EventLog
 from cairn.workers.session_end import end_session
 
 __all__ = [
@@ -70,15 +70,7 @@ def expire_memos(rt: Runtime) -> int:
 
 def stale_sessions(rt: Runtime, *, older_than: float) -> list[int]:
     """Sessions with a pending event older than ``older_than`` seconds."""
-    cutoff = utcnow() - timedelta(seconds=older_than)
-    with rt.db.session() as s:
-        rows = s.exec(
-            select(SessionEvent.session_id)
-            .where(SessionEvent.status == EventStatus.PENDING, SessionEvent.created_at < cutoff)
-            .group_by(col(SessionEvent.session_id))
-            .having(func.count() > 0)
-        ).all()
-    return sorted(rows)
+    return EventLog(rt.db).stale_sessions(older_than=older_than)
 
 
 def end_idle_sessions(rt: Runtime, *, idle: float) -> list[int]:
@@ -91,32 +83,15 @@ def end_idle_sessions(rt: Runtime, *, idle: float) -> list[int]:
     a message woke meanwhile stays open.
     """
     cutoff = utcnow() - timedelta(seconds=idle)
-    with rt.db.session() as s:
-        idle_ids = list(
-            s.exec(
-                select(AgentSession.id).where(
-                    AgentSession.status == "open", col(AgentSession.updated_at) < cutoff
-                )
-            ).all()
-        )
+    events = EventLog(rt.db)
     ended = []
-    for session_id in idle_ids:
-        assert session_id is not None
+    for session_id in events.idle_since(cutoff):
         for hook in SESSION_END_HOOKS:
             try:
                 hook(rt, session_id)
             except Exception:
                 log.exception("session-end hook %s failed for session %s", hook, session_id)
-        with rt.db.session() as s:
-            s.exec(
-                update(AgentSession)
-                .where(
-                    col(AgentSession.id) == session_id,
-                    col(AgentSession.status) == "open",
-                    col(AgentSession.updated_at) < cutoff,
-                )
-                .values(status="ended", ended_at=utcnow())
-            )
+        events.end_if_idle(session_id, cutoff)
         ended.append(session_id)
     return ended
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlmodel import col, select
-
 from cairn.db import Database
-from cairn.db.models import AgentSession, EventKind, OutboundMessage, SessionEvent
+from cairn.db.models import EventKind, OutboundMessage
+from cairn.sessions.log import EventLog
+from cairn.sessions.outbox import message_at
 
 __all__ = ["Cause", "EventRecords", "PastReaction"]
 
@@ -41,38 +41,20 @@ class EventRecords:
     def __init__(self, db: Database, tenant: str) -> None:
         self.db = db
         self.tenant = tenant
+        self.log = EventLog(db)
 
     def thread_agent(self, room_id: str, thread_root: str) -> str | None:
         """The agent of the session on ``thread_root`` in ``room_id``; None if there is none."""
-        with self.db.session() as s:
-            return s.exec(
-                select(AgentSession.agent).where(
-                    AgentSession.tenant_id == self.tenant,
-                    AgentSession.channel == room_id,
-                    AgentSession.thread_ref == thread_root,
-                )
-            ).first()
+        return self.log.thread_agent(self.tenant, room_id, thread_root)
 
     def thread_of_bot_message(self, event_id: str) -> str | None:
         """The thread root of the bot message posted as ``event_id``, if it is one."""
-        with self.db.session() as s:
-            return s.exec(
-                select(OutboundMessage.thread_ref).where(
-                    OutboundMessage.tenant_id == self.tenant,
-                    OutboundMessage.message_ref == event_id,
-                )
-            ).first()
+        message = message_at(self.db, self.tenant, event_id)
+        return message.thread_ref if message is not None else None
 
     def reaction(self, event_id: str) -> PastReaction | None:
         """The reaction whose Matrix event id is ``event_id``, if it was taken in."""
-        with self.db.session() as s:
-            row = s.exec(
-                select(SessionEvent).where(
-                    SessionEvent.tenant_id == self.tenant,
-                    SessionEvent.event_ref == event_id,
-                    SessionEvent.kind == EventKind.REACTION,
-                )
-            ).first()
+        row = self.log.event_at(self.tenant, event_id, EventKind.REACTION)
         if row is None or row.data.get("removed"):
             return None
         emoji, target = row.data.get("emoji"), row.data.get("target")
@@ -82,8 +64,7 @@ class EventRecords:
 
     def cause(self, message: OutboundMessage) -> Cause:
         """What the outbox ``message`` answers: a person's message, or the reacted-to message."""
-        with self.db.session() as s:
-            event = s.get(SessionEvent, message.cause_event_id)
+        event = self.log.event(message.cause_event_id)
         if event is None:
             return Cause(None, None)
         if event.kind == EventKind.REACTION:
@@ -96,12 +77,4 @@ class EventRecords:
 
     def pending_in(self, event_rows: list[int]) -> set[int]:
         """Which of ``event_rows`` are still waiting for a worker."""
-        if not event_rows:
-            return set()
-        with self.db.session() as s:
-            rows = s.exec(
-                select(SessionEvent.id).where(
-                    col(SessionEvent.id).in_(event_rows), SessionEvent.status == "pending"
-                )
-            ).all()
-        return {r for r in rows if r is not None}
+        return self.log.still_pending(event_rows)

@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass, field
 
 from slack_sdk.errors import SlackApiError, SlackClientError
-from sqlmodel import select
 
 from cairn.bot.dedupe import Dedupe, claim_or_warn, release_quietly
 from cairn.bot.slack.mrkdwn import split_message, to_mrkdwn
@@ -27,7 +26,8 @@ from cairn.bot.spool import Spool, SpoolError
 from cairn.core.errors import first_line
 from cairn.core.settings import Settings
 from cairn.db import Database, is_unavailable
-from cairn.db.models import EventStatus, OutboundMessage, SessionEvent
+from cairn.db.models import OutboundMessage
+from cairn.sessions.log import EventLog
 from cairn.sessions.outbox import Outbox
 
 __all__ = ["PART_TTL", "STATUS_TEXT", "Delivery", "part_key", "team_of"]
@@ -96,6 +96,7 @@ class Delivery:
         self.dedupe = dedupe
         self.settings = settings
         self.outbox = Outbox(db, "slack", settings)
+        self.log = EventLog(db)
         self.interval = 0.1
         self._lock = threading.Lock()
         self._working: dict[int, _Working] = {}
@@ -298,17 +299,11 @@ class Delivery:
             items = list(self._working.values())
         if not items:
             return
-        with self.db.session() as s:
-            rows = s.exec(
-                select(SessionEvent.id, SessionEvent.status).where(
-                    SessionEvent.id.in_([i.event_row for i in items])  # type: ignore[union-attr]
-                )
-            ).all()
-        status = dict(rows)
+        pending = self.log.still_pending(i.event_row for i in items)
         timeout = self.settings.reply_timeout * 2
         for item in items:
             stale = time.monotonic() - item.started > timeout
-            if status.get(item.event_row) == EventStatus.PENDING and not stale:
+            if item.event_row in pending and not stale:
                 continue
             if self.outbox.pending(cause=item.event_row, limit=1) and not stale:
                 continue

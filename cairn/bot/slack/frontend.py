@@ -20,8 +20,6 @@ from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.oauth import OAuthFlow
 from slack_sdk.errors import SlackApiError, SlackClientError
-from sqlalchemy import func
-from sqlmodel import select
 from waitress import wasyncore
 from waitress.server import create_server
 
@@ -42,7 +40,6 @@ from cairn.bot.slack.workspaces import (
 from cairn.bot.spool import Spool, spool_folder
 from cairn.core.errors import ConfigError
 from cairn.core.settings import Settings
-from cairn.db.models import EventStatus, OutboundMessage, OutboundStatus, SessionEvent
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
@@ -196,20 +193,8 @@ class SlackFrontend:
 
     def status_text(self) -> str:
         """A few lines on how this frontend is doing (for ``/cairn status``)."""
-        with self.pipeline.rt.db.session() as s:
-            pending = s.exec(
-                select(func.count())
-                .select_from(SessionEvent)
-                .where(SessionEvent.status == EventStatus.PENDING)
-            ).one()
-            unsent = s.exec(
-                select(func.count())
-                .select_from(OutboundMessage)
-                .where(
-                    OutboundMessage.platform == "slack",
-                    OutboundMessage.status == OutboundStatus.PENDING,
-                )
-            ).one()
+        pending = self.pipeline.log.count_pending()
+        unsent = self.delivery.outbox.count_pending()
         checks = self.checks()
         failing = [name for name, ok in checks.items() if not ok]
         mode = "Socket Mode" if self.socket_mode else "HTTP Events API"

@@ -22,7 +22,6 @@ from typing import Any
 import redis
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
-from sqlmodel import select
 
 from cairn.bot.dedupe import Dedupe
 from cairn.bot.pipeline import Pipeline
@@ -33,7 +32,6 @@ from cairn.bot.slack.workspaces import BotIdentity, Workspaces
 from cairn.bot.spool import Spool, Spooled
 from cairn.core.errors import InvalidInput, QueueError, first_line
 from cairn.db import is_unavailable
-from cairn.db.models import AgentSession
 from cairn.sessions.events import ChatEvent, EventType
 from cairn.sessions.ingest import Admission, Ingested
 
@@ -295,14 +293,7 @@ class Inbound:
 
     def _thread_agent(self, tenant: str, channel: str, thread: str) -> str | None:
         """The agent of the thread's session, or None when the thread is not a session."""
-        with self.pipeline.rt.db.session() as s:
-            return s.exec(
-                select(AgentSession.agent).where(
-                    AgentSession.tenant_id == tenant,
-                    AgentSession.channel == channel,
-                    AgentSession.thread_ref == thread,
-                )
-            ).first()
+        return self.pipeline.log.thread_agent(tenant, channel, thread)
 
     def _backfill(self, me: BotIdentity, channel: str, thread: str, *, before: str) -> None:
         """Log the thread's earlier messages (conversations.replies) as context, once."""
