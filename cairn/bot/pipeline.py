@@ -6,9 +6,6 @@ A frontend builds a :class:`Pipeline` from the settings, hands each normalised e
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 from cairn.bot.routing import route
 from cairn.core.metrics import EVENTS
 from cairn.core.settings import Settings
@@ -17,14 +14,7 @@ from cairn.sessions.events import ChatEvent
 from cairn.sessions.ingest import Admission, Ingested, ingest
 from cairn.sessions.log import EventLog
 from cairn.workers.dispatch import CeleryDispatcher, Dispatcher, InProcessDispatcher
-from cairn.workers.upkeep import (
-    Ticker,
-    end_idle_sessions,
-    expire_memos,
-    reconcile_index,
-    rotate_tiers,
-    stale_sessions,
-)
+from cairn.workers.upkeep import Ticker, start_in_process
 
 __all__ = ["Pipeline"]
 
@@ -55,33 +45,9 @@ class Pipeline:
         pipeline = cls(rt, dispatcher)
         pipeline.recover()
         if not settings.broker_url:
-            # No celery beat without a broker: the same upkeep runs on a thread here.
-            pipeline._ticker = Ticker(pipeline.upkeep_jobs(), interval=settings.beat_interval)
-            pipeline._ticker.start()
+            # No celery beat without a broker: the same upkeep schedule runs on a thread here.
+            pipeline._ticker = start_in_process(rt, dispatcher.submit)
         return pipeline
-
-    def upkeep_jobs(self) -> list[Callable[[], object]]:
-        """The periodic jobs of the in-process default (celery beat runs them otherwise)."""
-        settings = self.rt.settings
-
-        def requeue() -> None:
-            for session_id in stale_sessions(self.rt, older_than=settings.stale_after):
-                self.dispatcher.submit(session_id)
-
-        last_rotation = [0.0]
-
-        def rotate() -> None:  # hourly, like the beat schedule
-            if time.monotonic() - last_rotation[0] >= 3600:
-                last_rotation[0] = time.monotonic()
-                rotate_tiers(self.rt)
-                expire_memos(self.rt)
-
-        return [
-            lambda: reconcile_index(self.rt),
-            requeue,
-            lambda: end_idle_sessions(self.rt, idle=settings.session_idle),
-            rotate,
-        ]
 
     def accept(self, event: ChatEvent) -> Ingested:
         """Validate, dedupe and log ``event``, then queue its session if there is work.

@@ -15,6 +15,7 @@ from celery.signals import worker_process_init, worker_process_shutdown
 from cairn.core.errors import ConfigError
 from cairn.core.settings import Settings, get_settings
 from cairn.workers.broker import is_redis_url
+from cairn.workers.upkeep import beat_schedule
 
 __all__ = ["app", "configure_celery"]
 
@@ -43,19 +44,7 @@ def configure_celery(settings: Settings) -> Celery:
         ),
         # Exactly one beat schedules, however many run (see cairn.workers.beat).
         beat_scheduler="cairn.workers.beat:OneScheduler",
-        beat_schedule={
-            "reconcile-index": {
-                "task": "cairn.reconcile_index",
-                "schedule": settings.beat_interval,
-            },
-            "requeue-stale": {"task": "cairn.requeue_stale", "schedule": settings.beat_interval},
-            "rotate-tiers": {"task": "cairn.rotate_tiers", "schedule": 3600.0},
-            "expire-memos": {"task": "cairn.expire_memos", "schedule": 3600.0},
-            "end-idle-sessions": {
-                "task": "cairn.end_idle_sessions",
-                "schedule": max(settings.beat_interval, 300.0),
-            },
-        },
+        beat_schedule=beat_schedule(settings),  # the one upkeep schedule (cairn.workers.upkeep)
     )
     return app
 

@@ -1,4 +1,8 @@
-"""Celery tasks: thin wrappers that take ids and call one domain function."""
+"""Celery tasks: thin wrappers that take ids and call one domain function.
+
+``cairn.process_session`` works a session; each job of the upkeep schedule
+(:data:`cairn.workers.upkeep.JOBS`) is a task of its own, named there, that beat sends.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +14,7 @@ from cairn.workers import upkeep
 from cairn.workers.celery_app import app
 from cairn.workers.turn import handle_pending
 
-__all__ = [
-    "end_idle_sessions",
-    "expire_memos",
-    "process_session",
-    "reconcile_index",
-    "requeue_stale",
-    "rotate_tiers",
-]
+__all__ = ["process_session"]
 
 
 @app.task(name="cairn.process_session", bind=True, max_retries=10)  # type: ignore[untyped-decorator]
@@ -33,36 +30,16 @@ def process_session(self: Any, session_id: int) -> int:
         raise self.retry(exc=exc, countdown=min(60, 2**self.request.retries)) from exc
 
 
-@app.task(name="cairn.reconcile_index")  # type: ignore[untyped-decorator]
-def reconcile_index() -> int:
-    """Replay the memory index outbox."""
-    return upkeep.reconcile_index(get_runtime())
+def _upkeep_task(job: upkeep.UpkeepJob) -> None:
+    """Register ``job`` of the upkeep schedule as the Celery task beat sends for it."""
+
+    def run() -> int:
+        return job.run(get_runtime(), process_session.delay)
+
+    run.__name__ = run.__qualname__ = job.task.removeprefix("cairn.")
+    run.__doc__ = f"The upkeep job {job.name} (see cairn.workers.upkeep.JOBS)."
+    app.task(name=job.task)(run)
 
 
-@app.task(name="cairn.requeue_stale")  # type: ignore[untyped-decorator]
-def requeue_stale() -> int:
-    """Queue again the sessions whose pending events waited too long."""
-    rt = get_runtime()
-    sessions = upkeep.stale_sessions(rt, older_than=rt.settings.stale_after)
-    for session_id in sessions:
-        process_session.delay(session_id)
-    return len(sessions)
-
-
-@app.task(name="cairn.end_idle_sessions")  # type: ignore[untyped-decorator]
-def end_idle_sessions() -> int:
-    """End idle sessions (running the session-end hooks)."""
-    rt = get_runtime()
-    return len(upkeep.end_idle_sessions(rt, idle=rt.settings.session_idle))
-
-
-@app.task(name="cairn.rotate_tiers")  # type: ignore[untyped-decorator]
-def rotate_tiers() -> int:
-    """Decay, tier rotation and garbage collection of long-term memory."""
-    return upkeep.rotate_tiers(get_runtime())
-
-
-@app.task(name="cairn.expire_memos")  # type: ignore[untyped-decorator]
-def expire_memos() -> int:
-    """Delete memos long past their expiry."""
-    return upkeep.expire_memos(get_runtime())
+for _job in upkeep.JOBS:
+    _upkeep_task(_job)

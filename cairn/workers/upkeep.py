@@ -1,4 +1,4 @@
-"""Periodic upkeep: what celery beat (or, in-process, a ticker thread) runs on a schedule.
+"""Periodic upkeep: the one schedule of periodic jobs, run by celery beat or, in-process, a ticker.
 
 - reconcile the vector index with the database (replay the memory outbox);
 - re-queue sessions whose pending events have waited too long (a worker died mid-turn, a
@@ -7,17 +7,26 @@
   extraction) for each;
 - decay and tier rotation of long-term memory, with rule-based garbage collection;
 - memo expiry: memos past their expiry by CAIRN_MEMO_KEEP_EXPIRED are deleted.
+
+:data:`JOBS` says what runs and how often; beat's schedule (:func:`beat_schedule`, set by
+:mod:`cairn.workers.celery_app`, each job a task of :mod:`cairn.workers.tasks`) and the
+in-process ticker (:func:`start_in_process`) are both read from it.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
+from typing import Any
 
 from sqlmodel import select
 
+from cairn.core.settings import Settings
 from cairn.db.models import Tenant, utcnow
 from cairn.memory.tiers import TierPolicy, collect_garbage
 from cairn.memos.box import MemoBox
@@ -26,13 +35,21 @@ from cairn.sessions.log import EventLog
 from cairn.workers.session_end import end_session
 
 __all__ = [
+    "JOBS",
     "SESSION_END_HOOKS",
+    "Periodic",
+    "Submit",
     "Ticker",
+    "UpkeepJob",
+    "beat_schedule",
     "end_idle_sessions",
     "expire_memos",
+    "in_process_ticker",
     "reconcile_index",
+    "requeue_stale",
     "rotate_tiers",
     "stale_sessions",
+    "start_in_process",
 ]
 
 log = logging.getLogger(__name__)
@@ -68,9 +85,22 @@ def expire_memos(rt: Runtime) -> int:
     return purged
 
 
+Submit = Callable[[int], object]
+"""Queues a session's pending events: the dispatcher in-process, the Celery task under beat."""
+
+
 def stale_sessions(rt: Runtime, *, older_than: float) -> list[int]:
     """Sessions with a pending event older than ``older_than`` seconds."""
     return EventLog(rt.db).stale_sessions(older_than=older_than)
+
+
+def requeue_stale(rt: Runtime, submit: Submit) -> int:
+    """Queue again (``submit``) the sessions whose pending events waited longer than
+    CAIRN_STALE_AFTER; returns how many."""
+    sessions = stale_sessions(rt, older_than=rt.settings.stale_after)
+    for session_id in sessions:
+        submit(session_id)
+    return len(sessions)
 
 
 def end_idle_sessions(rt: Runtime, *, idle: float) -> list[int]:
@@ -96,12 +126,72 @@ def end_idle_sessions(rt: Runtime, *, idle: float) -> list[int]:
     return ended
 
 
-class Ticker:
-    """Runs ``jobs`` every ``interval`` seconds on a daemon thread (the in-process beat)."""
+@dataclass(frozen=True, slots=True)
+class UpkeepJob:
+    """One periodic job: its name in beat's schedule, its Celery task, what it runs and how
+    often (seconds, from the settings)."""
 
-    def __init__(self, jobs: list[Callable[[], object]], *, interval: float) -> None:
-        self._jobs = jobs
-        self._interval = interval
+    name: str
+    task: str
+    run: Callable[[Runtime, Submit], int]
+    every: Callable[[Settings], float]
+
+
+def _each_beat(settings: Settings) -> float:
+    return settings.beat_interval
+
+
+def _each_five_minutes(settings: Settings) -> float:
+    # Ending a session extracts its learnings with the model: a round may take a while, and
+    # the next must not start on the same sessions meanwhile. Minutes late is nothing for
+    # sessions idle for CAIRN_SESSION_IDLE (six hours by default, a minute at least).
+    return max(settings.beat_interval, 300.0)
+
+
+def _hourly(settings: Settings) -> float:
+    return 3600.0
+
+
+JOBS: tuple[UpkeepJob, ...] = (
+    UpkeepJob(
+        "reconcile-index", "cairn.reconcile_index", lambda rt, _: reconcile_index(rt), _each_beat
+    ),
+    UpkeepJob("requeue-stale", "cairn.requeue_stale", requeue_stale, _each_beat),
+    UpkeepJob(
+        "end-idle-sessions",
+        "cairn.end_idle_sessions",
+        lambda rt, _: len(end_idle_sessions(rt, idle=rt.settings.session_idle)),
+        _each_five_minutes,
+    ),
+    UpkeepJob("rotate-tiers", "cairn.rotate_tiers", lambda rt, _: rotate_tiers(rt), _hourly),
+    UpkeepJob("expire-memos", "cairn.expire_memos", lambda rt, _: expire_memos(rt), _hourly),
+)
+"""The upkeep schedule, for beat and the in-process ticker alike."""
+
+
+def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Celery's ``beat_schedule`` for :data:`JOBS`."""
+    return {job.name: {"task": job.task, "schedule": job.every(settings)} for job in JOBS}
+
+
+@dataclass(frozen=True, slots=True)
+class Periodic:
+    """A job the :class:`Ticker` runs every ``every`` seconds."""
+
+    name: str
+    every: float
+    run: Callable[[], object]
+
+
+class Ticker:
+    """Runs periodic jobs on a daemon thread (the in-process beat).
+
+    It wakes every shortest interval of its jobs, and runs each job on its first wake-up and
+    then whenever its own interval has passed since it last ran; jobs run one after another.
+    """
+
+    def __init__(self, jobs: Sequence[Periodic]) -> None:
+        self.jobs = tuple(jobs)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cairn-beat", daemon=True)
 
@@ -116,9 +206,29 @@ class Ticker:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            for job in self._jobs:
+        if not self.jobs:
+            return
+        last: dict[str, float] = {}
+        while not self._stop.wait(min(job.every for job in self.jobs)):
+            for job in self.jobs:
+                now = time.monotonic()
+                if job.name in last and now - last[job.name] < job.every:
+                    continue
+                last[job.name] = now
                 try:
-                    job()
+                    job.run()
                 except Exception:
-                    log.exception("periodic job %s failed", job)
+                    log.exception("periodic job %s failed", job.name)
+
+
+def in_process_ticker(rt: Runtime, submit: Submit) -> Ticker:
+    """A ticker (not started) for :data:`JOBS`, at the intervals of ``rt``'s settings."""
+    return Ticker(
+        [Periodic(j.name, j.every(rt.settings), partial(j.run, rt, submit)) for j in JOBS]
+    )
+
+
+def start_in_process(rt: Runtime, submit: Submit) -> Ticker:
+    """Run the upkeep schedule on a thread of this process (no broker, so no beat); stop it
+    with :meth:`Ticker.stop`."""
+    return in_process_ticker(rt, submit).start()

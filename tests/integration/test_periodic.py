@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -16,6 +18,7 @@ from cairn.sessions.events import ChatEvent
 from cairn.sessions.ingest import ingest
 from cairn.sessions.log import EventLog
 from cairn.workers import upkeep
+from cairn.workers.celery_app import configure_celery
 from cairn.workers.turn import handle_pending
 
 
@@ -83,11 +86,59 @@ def test_a_failing_hook_does_not_keep_a_session_open(
 
 def test_the_ticker_runs_its_jobs_until_stopped() -> None:
     ran = threading.Event()
-    ticker = upkeep.Ticker([ran.set], interval=0.05).start()
+    ticker = upkeep.Ticker([upkeep.Periodic("ran", 0.05, ran.set)]).start()
     try:
         assert ran.wait(5)
     finally:
         ticker.stop()
+
+
+def test_the_ticker_runs_each_job_on_its_first_round_then_at_its_own_interval() -> None:
+    fast: list[float] = []
+    slow: list[int] = []
+    four = threading.Event()
+
+    def tick() -> None:
+        fast.append(time.monotonic())
+        if len(fast) >= 4:
+            four.set()
+
+    jobs = [
+        upkeep.Periodic("fast", 0.05, tick),
+        upkeep.Periodic("slow", 3600, lambda: slow.append(1)),
+    ]
+    ticker = upkeep.Ticker(jobs).start()
+    try:
+        assert four.wait(5)
+    finally:
+        ticker.stop()
+    assert len(slow) == 1
+
+
+@pytest.mark.parametrize("beat_interval", [45.0, 1000.0])
+def test_beat_and_the_in_process_ticker_run_one_schedule(
+    runtime: Runtime, beat_interval: float
+) -> None:
+    settings = runtime.settings.model_copy(update={"beat_interval": beat_interval})
+    ticker = upkeep.in_process_ticker(replace(runtime, settings=settings), lambda sid: None)
+    in_process = {job.name: job.every for job in ticker.jobs}
+    app = configure_celery(settings)
+    try:
+        beat = {name: entry["schedule"] for name, entry in app.conf.beat_schedule.items()}
+        tasks = {entry["task"] for entry in app.conf.beat_schedule.values()}
+    finally:
+        configure_celery(runtime.settings)
+    assert beat == in_process == {job.name: job.every(settings) for job in upkeep.JOBS}
+    assert in_process == {
+        "reconcile-index": beat_interval,
+        "requeue-stale": beat_interval,
+        "end-idle-sessions": max(beat_interval, 300.0),
+        "rotate-tiers": 3600.0,
+        "expire-memos": 3600.0,
+    }
+    import cairn.workers.tasks  # noqa: F401 (registers the tasks beat sends)
+
+    assert tasks <= set(app.tasks)
 
 
 def test_tier_rotation_runs_for_every_tenant(runtime: Runtime) -> None:
