@@ -153,33 +153,30 @@ class Console:
 
     def say(self, text: str) -> None:
         """Send ``text`` as the current user and print what the bot answers."""
-        event = ChatEvent(
+        event = self._event(text=text, agent=self.state.agent)
+        result = self._patiently(lambda: self.pipeline.accept(event))
+        if result.admission is Admission.QUEUED:
+            self._await(result.event_row)
+
+    def _event(self, **fields: Any) -> ChatEvent:
+        """A ChatEvent of the current user in the current thread of this console."""
+        return ChatEvent(
             platform=PLATFORM,
             tenant=self.tenant,
             channel=CHANNEL,
             thread=self.state.thread,
             user=self.state.user,
-            text=text,
             event_id=uuid.uuid4().hex,
-            agent=self.state.agent,
+            **fields,
         )
-        result = self._patiently(lambda: self.pipeline.accept(event))
-        if result.admission is Admission.QUEUED:
-            self._await(result.event_row)
 
     def react(self, emoji: str, *, removed: bool = False) -> None:
         """React to (or un-react from) the bot's last message in this thread."""
         target = self.state.last_bot_message.get(self.state.thread)
         if target is None:
             raise CairnError("there is no bot message in this thread to react to yet")
-        event = ChatEvent(
-            platform=PLATFORM,
-            tenant=self.tenant,
-            channel=CHANNEL,
-            thread=self.state.thread,
-            user=self.state.user,
+        event = self._event(
             type=EventType.REACTION_REMOVED if removed else EventType.REACTION_ADDED,
-            event_id=uuid.uuid4().hex,
             reaction=emoji,
             target_id=target,
         )

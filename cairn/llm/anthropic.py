@@ -170,24 +170,19 @@ class AnthropicLLM:
         messages = [_message(m) for m in request.messages]
         tools = _tools(request.tools)
         metadata = _metadata(request.metadata)
+        params: dict[str, Any] = {
+            "model": model,
+            "max_tokens": request.max_tokens,
+            "system": system or omit,
+            "messages": messages,
+            "tools": tools or omit,
+            "metadata": metadata or omit,
+        }
         if self.stream:
-            with self._client.messages.stream(
-                model=model,
-                max_tokens=request.max_tokens,
-                system=system or omit,
-                messages=messages,
-                tools=tools or omit,
-                metadata=metadata or omit,
-            ) as stream:
+            with self._client.messages.stream(**params) as stream:
                 return stream.get_final_message()
-        return self._client.messages.create(
-            model=model,
-            max_tokens=request.max_tokens,
-            system=system or omit,
-            messages=messages,
-            tools=tools or omit,
-            metadata=metadata or omit,
-        )
+        created: APIMessage = self._client.messages.create(**params)
+        return created
 
     def _explain(self, exc: anthropic.AnthropicError | httpx2.HTTPError, model: str) -> str:
         """A message for a failed call that a person can act on."""

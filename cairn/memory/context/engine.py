@@ -152,14 +152,19 @@ class ContextEngine:
             rows = conn.execute(_events_after(before_seq is not None), params)
             events = [EventView(*row) for row in rows]
         for event in events:
-            folded = fold(
-                state,
-                event,
-                distill_chars=self.config.distill_chars,
-                hydrate_at=self.config.hydrate_threshold,
-            )
-            self._store(session, folded.cards)
+            self._fold(session, state, event)
         return state, bool(events)
+
+    def _fold(self, session: AgentSession, state: SessionState, event: EventView) -> list[Card]:
+        """Fold ``event`` into ``state`` and store the artifact cards it made; those cards."""
+        folded = fold(
+            state,
+            event,
+            distill_chars=self.config.distill_chars,
+            hydrate_at=self.config.hydrate_threshold,
+        )
+        self._store(session, folded.cards)
+        return list(folded.cards)
 
     def _store(self, session: AgentSession, cards: Sequence[Card]) -> None:
         for card in cards:
@@ -206,14 +211,8 @@ class ContextEngine:
         view = _view(current)
         prose = render_text(current.text, self.config.distill_chars).prose
         query_state_items = hydrate(state, prose[:4000], self.config.hydrate_threshold)
-        folded = fold(
-            state,
-            view,
-            distill_chars=self.config.distill_chars,
-            hydrate_at=self.config.hydrate_threshold,
-        )
-        self._store(session, folded.cards)
-        turn = TurnContext(self, session, current, state, query_state_items, started, folded.cards)
+        cards = self._fold(session, state, view)
+        turn = TurnContext(self, session, current, state, query_state_items, started, cards)
         turn._deferred = deferred
         turn._checkpoint = checkpoint
         return turn
