@@ -33,6 +33,7 @@ __all__ = [
     "Database",
     "alembic_config",
     "create_db_engine",
+    "ensure_tenant",
     "insert_values",
     "is_unavailable",
     "normalise_url",
@@ -247,3 +248,20 @@ def insert_values(s: Session, model: type[SQLModel], **fields: Any) -> dict[str,
 @lru_cache(maxsize=64)
 def _columns(model: type[SQLModel]) -> frozenset[str]:
     return frozenset(c.key for c in table(model).columns if not c.primary_key)
+
+
+def ensure_tenant(s: Session, tenant_id: str, platform: str) -> None:
+    """Create the tenant ``tenant_id`` in the transaction ``s`` unless it exists.
+
+    One ``INSERT ... ON CONFLICT DO NOTHING``: a concurrent writer creating the same tenant
+    first is not an error, on SQLite as on PostgreSQL.
+    """
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    from cairn.db.models import Tenant, utcnow
+
+    dialect = postgresql if s.get_bind().dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(table(Tenant)).values(
+        id=tenant_id, platform=platform, name="", created_at=utcnow()
+    )
+    s.connection().execute(statement.on_conflict_do_nothing(index_elements=["id"]))

@@ -26,8 +26,8 @@ from sqlmodel import Session, col, select
 
 from cairn.core.errors import InvalidInput, StorageError, first_line
 from cairn.core.progress import ProgressCallback
-from cairn.db import Database
-from cairn.db.models import TENANT_CHARS, MemoryOutbox, MemoryRow, Tenant
+from cairn.db import Database, ensure_tenant
+from cairn.db.models import TENANT_CHARS, MemoryOutbox, MemoryRow
 from cairn.memory.index.port import FIRST_INDEXABLE_ID
 from cairn.memory.records import checked_memory, content_hash
 from cairn.memory.scope import Scope, Visibility
@@ -293,9 +293,8 @@ def _write(
 ) -> tuple[list[MemoryRow], int]:
     """Write ``rows`` in ``s`` (one transaction); returns the rows written and the duplicates."""
     for tenant_id in sorted({r.tenant_id for r in rows}):
-        if s.get(Tenant, tenant_id) is None:
-            platform = next(r.source_platform for r in rows if r.tenant_id == tenant_id)
-            s.add(Tenant(id=tenant_id, platform=platform or "import"))
+        platform = next(r.source_platform for r in rows if r.tenant_id == tenant_id)
+        ensure_tenant(s, tenant_id, platform or "import")
     written: list[MemoryRow] = []
     seen: set[tuple[str, str, str]] = set()
     skipped = 0

@@ -20,8 +20,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from cairn.core.errors import NotFound
-from cairn.db import Database
-from cairn.db.models import MemoryOutbox, MemoryRow, Tenant, utcnow
+from cairn.db import Database, ensure_tenant
+from cairn.db.models import MemoryOutbox, MemoryRow, utcnow
 from cairn.memory.embed import Embedder
 from cairn.memory.index import IndexUnavailable, VectorIndex
 from cairn.memory.index_outbox import IndexOutbox
@@ -272,14 +272,7 @@ class MemoryStore:
         if tenant in self._tenants:
             return
         with self.db.session() as s:
-            if s.get(Tenant, tenant) is not None:
-                self._tenants.add(tenant)
-                return
-        try:
-            with self.db.session() as s:
-                s.add(Tenant(id=tenant, platform=platform or tenant.split(":")[0]))
-        except IntegrityError:
-            pass  # another writer created it first
+            ensure_tenant(s, tenant, platform or tenant.split(":")[0])
         self._tenants.add(tenant)
 
     def retract(self, memory_id: int, scope: Scope, *, by: str, reason: str = "") -> Memory:

@@ -19,8 +19,8 @@ from sqlmodel import col, select
 
 from cairn.core.errors import InvalidInput, NotFound
 from cairn.core.text import clean_text
-from cairn.db import Database, table
-from cairn.db.models import MemoReceipt, MemoRow, Tenant, utcnow
+from cairn.db import Database, ensure_tenant, table
+from cairn.db.models import MemoReceipt, MemoRow, utcnow
 
 __all__ = ["ALL_AGENTS", "MAX_MEMO_CHARS", "Memo", "MemoBox"]
 
@@ -81,9 +81,7 @@ class MemoBox:
         if expires_at is not None and expires_at <= utcnow():
             raise InvalidInput("a memo's expiry must be in the future")
         with self.db.session() as s:
-            if s.get(Tenant, tenant) is None:
-                s.add(Tenant(id=tenant, platform=tenant.split(":")[0]))
-                s.flush()
+            ensure_tenant(s, tenant, tenant.split(":")[0])
             row = MemoRow(
                 tenant_id=tenant,
                 sender=sender,

@@ -19,8 +19,8 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from cairn.db import Database, insert_values, table
-from cairn.db.models import AgentSession, EventStatus, SessionEvent, Tenant, utcnow
+from cairn.db import Database, ensure_tenant, insert_values, table
+from cairn.db.models import AgentSession, EventStatus, SessionEvent, utcnow
 
 __all__ = ["EventLog", "ThreadRef"]
 
@@ -130,9 +130,7 @@ class EventLog:
                     return found
             try:
                 with self.db.session() as s:
-                    if s.get(Tenant, ref.tenant) is None:
-                        s.add(Tenant(id=ref.tenant, platform=ref.platform))
-                        s.flush()
+                    ensure_tenant(s, ref.tenant, ref.platform)
                     row = AgentSession(
                         tenant_id=ref.tenant,
                         platform=ref.platform,
