@@ -1,52 +1,51 @@
-"""Cairn's one settings model, read once from the environment and an optional ``cairn.toml``.
+"""Cairn's settings, read once from the environment and an optional ``cairn.toml``, by section.
 
-Environment variables win over the file. Every field names the variable it is read from; a
-missing or contradictory setting raises
-:class:`~cairn.core.errors.ConfigError` naming that variable.
+Each setting is declared once, with its default, in the section of the code that uses it:
+``settings.llm``, ``settings.slack``, ``settings.matrix``, ``settings.context``,
+``settings.memory`` and ``settings.workers``; what every part shares stays at the top.
+A field ``name`` of a section is read from the variable ``PREFIX + NAME`` (``half_life_days`` of
+``memory`` from CAIRN_MEMORY_HALF_LIFE_DAYS); a field read from a variable outside its section's
+prefix names it (``alias``). In cairn.toml the key is the lower-cased variable name. Environment
+variables win over the file; a missing or contradictory setting raises
+:class:`~cairn.core.errors.ConfigError` naming the variable (docs/adr/0024).
+
+Over 500 lines: each of Cairn's settings is declared here once, with its default and comment.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import tomllib
+from collections.abc import Iterator, Mapping
+from contextlib import suppress
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_origin
 from urllib.parse import urlsplit
 
-from pydantic import (
-    AliasChoices,
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    model_validator,
-)
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from cairn.core.errors import ConfigError
 from cairn.core.redact import mask_url, mask_urls, url_secrets
 
 __all__ = [
+    "AgentSpec",
+    "ContextSettings",
+    "LlmSettings",
+    "MatrixSettings",
+    "MemorySettings",
     "Settings",
+    "SlackSettings",
+    "WorkerSettings",
     "config_file",
-    "env_name",
     "get_settings",
     "load_settings",
+    "variables",
 ]
 
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
-
-
-def _env(name: str) -> Any:
-    """Field that reads the variable ``name`` (and ``name.lower()`` in cairn.toml)."""
-    return AliasChoices(name, name.lower())
 
 
 def config_file() -> Path | None:
@@ -67,6 +66,24 @@ def _home_from_env() -> Path:
     return Path(os.environ.get("CAIRN_HOME") or "~/.cairn").expanduser()
 
 
+def _prefixed(prefix: str) -> ConfigDict:
+    """A section's model config: a field is read from ``prefix + NAME`` unless it has an alias.
+
+    The alias only names the variable; the models themselves are built by field name.
+    """
+
+    def variable(name: str) -> str:
+        return prefix + name.upper()
+
+    return ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=variable,
+        validate_by_name=True,
+        validate_by_alias=False,
+    )
+
+
 AGENT_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
 
@@ -85,312 +102,244 @@ class AgentSpec(BaseModel):
     own_identity: bool = False
 
 
-class Settings(BaseSettings):
-    """Every setting Cairn reads. Construct it through :func:`load_settings`."""
+class LlmSettings(BaseModel):
+    """The language model and its adapter (cairn/llm): CAIRN_LLM_*."""
 
-    model_config = SettingsConfigDict(
-        case_sensitive=False,
-        extra="ignore",
-        frozen=True,
-    )
+    model_config = _prefixed("CAIRN_LLM_")
 
-    home: Path = Field(default=Path("~/.cairn"), validation_alias=_env("CAIRN_HOME"))
-    database_url: str | None = Field(default=None, validation_alias=_env("CAIRN_DATABASE_URL"))
-    qdrant_url: str | None = Field(default=None, validation_alias=_env("CAIRN_QDRANT_URL"))
-    qdrant_api_key: SecretStr | None = Field(
-        default=None, validation_alias=_env("CAIRN_QDRANT_API_KEY")
-    )
-    broker_url: str | None = Field(default=None, validation_alias=_env("CAIRN_BROKER_URL"))
-    redis_url: str | None = Field(default=None, validation_alias=_env("CAIRN_REDIS_URL"))
+    mode: Literal["auto", "anthropic", "offline"] = Field(default="auto", alias="CAIRN_LLM")
+    anthropic_api_key: SecretStr | None = Field(default=None, alias="ANTHROPIC_API_KEY")
+    anthropic_base_url: str | None = Field(default=None, alias="ANTHROPIC_BASE_URL")
+    model: str = Field(default="claude-sonnet-4-6", alias="CAIRN_MODEL")
+    stream: bool = False
+    max_retries: int = Field(default=4, ge=0, le=20)
+    timeout: float = Field(default=120.0, gt=0)
+    max_output_tokens: int = Field(default=1024, ge=16, le=64000, alias="CAIRN_MAX_OUTPUT_TOKENS")
+    max_tool_rounds: int = Field(default=8, ge=1, le=50, alias="CAIRN_MAX_TOOL_ROUNDS")
 
-    llm: Literal["auto", "anthropic", "offline"] = Field(
-        default="auto", validation_alias=_env("CAIRN_LLM")
-    )
-    anthropic_api_key: SecretStr | None = Field(
-        default=None, validation_alias=_env("ANTHROPIC_API_KEY")
-    )
-    anthropic_base_url: str | None = Field(
-        default=None, validation_alias=_env("ANTHROPIC_BASE_URL")
-    )
-    model: str = Field(default="claude-sonnet-4-6", validation_alias=_env("CAIRN_MODEL"))
-    llm_stream: bool = Field(default=False, validation_alias=_env("CAIRN_LLM_STREAM"))
-    llm_max_retries: int = Field(
-        default=4, ge=0, le=20, validation_alias=_env("CAIRN_LLM_MAX_RETRIES")
-    )
-    llm_timeout: float = Field(default=120.0, gt=0, validation_alias=_env("CAIRN_LLM_TIMEOUT"))
-    max_output_tokens: int = Field(
-        default=1024, ge=16, le=64000, validation_alias=_env("CAIRN_MAX_OUTPUT_TOKENS")
-    )
-    max_tool_rounds: int = Field(
-        default=8, ge=1, le=50, validation_alias=_env("CAIRN_MAX_TOOL_ROUNDS")
-    )
+    @property
+    def provider(self) -> Literal["anthropic", "offline"]:
+        """Which LLM adapter to use: Anthropic when a key is set (or asked for), else offline."""
+        if self.mode == "auto":
+            return "anthropic" if self.anthropic_api_key else "offline"
+        return self.mode
 
-    slack_bot_token: SecretStr | None = Field(
-        default=None, validation_alias=_env("SLACK_BOT_TOKEN")
-    )
-    slack_app_token: SecretStr | None = Field(
-        default=None, validation_alias=_env("SLACK_APP_TOKEN")
-    )
-    slack_signing_secret: SecretStr | None = Field(
-        default=None, validation_alias=_env("SLACK_SIGNING_SECRET")
-    )
+
+class SlackSettings(BaseModel):
+    """The Slack frontend (cairn/bot/slack): Slack's own SLACK_* credentials, CAIRN_SLACK_*."""
+
+    model_config = _prefixed("CAIRN_SLACK_")
+
+    bot_token: SecretStr | None = Field(default=None, alias="SLACK_BOT_TOKEN")
+    app_token: SecretStr | None = Field(default=None, alias="SLACK_APP_TOKEN")
+    signing_secret: SecretStr | None = Field(default=None, alias="SLACK_SIGNING_SECRET")
     # OAuth install for many workspaces (instead of one SLACK_BOT_TOKEN).
-    slack_client_id: str | None = Field(default=None, validation_alias=_env("SLACK_CLIENT_ID"))
-    slack_client_secret: SecretStr | None = Field(
-        default=None, validation_alias=_env("SLACK_CLIENT_SECRET")
-    )
-    slack_api_url: str = Field(
-        default=DEFAULT_SLACK_API_URL, validation_alias=_env("SLACK_API_URL")
-    )
-    # Slack frontend behaviour (cairn/bot/slack).
+    client_id: str | None = Field(default=None, alias="SLACK_CLIENT_ID")
+    client_secret: SecretStr | None = Field(default=None, alias="SLACK_CLIENT_SECRET")
+    api_url: str = Field(default=DEFAULT_SLACK_API_URL, alias="SLACK_API_URL")
+    # Where the HTTP Events API server listens.
     http_host: str = Field(
         default="0.0.0.0",  # noqa: S104 - a server in a container listens on every interface
-        validation_alias=_env("CAIRN_HTTP_HOST"),
+        alias="CAIRN_HTTP_HOST",
     )
-    http_port: int = Field(default=3000, ge=0, le=65535, validation_alias=_env("CAIRN_HTTP_PORT"))
-    slack_follow_threads: bool = Field(
-        default=True, validation_alias=_env("CAIRN_SLACK_FOLLOW_THREADS")
-    )
-    slack_answer_without_mention: Literal["never", "questions", "always"] = Field(
-        default="questions", validation_alias=_env("CAIRN_SLACK_ANSWER_WITHOUT_MENTION")
-    )
-    slack_allow_bots: bool = Field(default=False, validation_alias=_env("CAIRN_SLACK_ALLOW_BOTS"))
-    slack_working_emoji: str = Field(
-        default="eyes", min_length=1, validation_alias=_env("CAIRN_SLACK_WORKING_EMOJI")
-    )
-    slack_message_chars: int = Field(
-        default=3900, ge=100, le=40000, validation_alias=_env("CAIRN_SLACK_MESSAGE_CHARS")
-    )
-    slack_api_retries: int = Field(
-        default=5, ge=0, le=20, validation_alias=_env("CAIRN_SLACK_API_RETRIES")
-    )
-    dedupe_ttl: float = Field(default=86400.0, ge=60, validation_alias=_env("CAIRN_DEDUPE_TTL"))
+    http_port: int = Field(default=3000, ge=0, le=65535, alias="CAIRN_HTTP_PORT")
+    follow_threads: bool = True
+    answer_without_mention: Literal["never", "questions", "always"] = "questions"
+    allow_bots: bool = False
+    working_emoji: str = Field(default="eyes", min_length=1)
+    message_chars: int = Field(default=3900, ge=100, le=40000)
+    api_retries: int = Field(default=5, ge=0, le=20)
 
-    matrix_homeserver: str | None = Field(default=None, validation_alias=_env("MATRIX_HOMESERVER"))
-    matrix_user_id: str | None = Field(default=None, validation_alias=_env("MATRIX_USER_ID"))
-    matrix_password: SecretStr | None = Field(
-        default=None, validation_alias=_env("MATRIX_PASSWORD")
-    )
-    matrix_access_token: SecretStr | None = Field(
-        default=None, validation_alias=_env("MATRIX_ACCESS_TOKEN")
-    )
+    @property
+    def oauth(self) -> bool:
+        """Whether Slack workspaces install Cairn through OAuth (SLACK_CLIENT_ID and secret)."""
+        return bool(self.client_id and self.client_secret)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the Slack frontend is configured (a bot token, or the OAuth install)."""
+        return self.bot_token is not None or self.oauth
+
+
+class MatrixSettings(BaseModel):
+    """The Matrix frontend (cairn/bot/matrix): the account in MATRIX_*, CAIRN_MATRIX_*."""
+
+    model_config = _prefixed("CAIRN_MATRIX_")
+
+    homeserver: str | None = Field(default=None, alias="MATRIX_HOMESERVER")
+    user_id: str | None = Field(default=None, alias="MATRIX_USER_ID")
+    password: SecretStr | None = Field(default=None, alias="MATRIX_PASSWORD")
+    access_token: SecretStr | None = Field(default=None, alias="MATRIX_ACCESS_TOKEN")
     # Comma-separated user ids and ":server" patterns; unset: users of the bot's homeserver.
-    matrix_allowed_inviters: str | None = Field(
-        default=None, validation_alias=_env("CAIRN_MATRIX_ALLOWED_INVITERS")
-    )
+    allowed_inviters: str | None = None
     # Comma-separated homeservers whose users are trusted besides the bot's own; * for any.
     # Users of other servers are heard, but what they teach starts untrusted (docs/adr/0011).
-    matrix_trusted_servers: str | None = Field(
-        default=None, validation_alias=_env("CAIRN_MATRIX_TRUSTED_SERVERS")
-    )
+    trusted_servers: str | None = None
     # End-to-end encryption needs matrix-nio's e2e extra (cairn-bot[matrix-e2e]).
-    matrix_encryption: bool = Field(default=False, validation_alias=_env("CAIRN_MATRIX_ENCRYPTION"))
+    encryption: bool = False
 
-    agent: str = Field(default="cairn", validation_alias=_env("CAIRN_AGENT"))
+    @property
+    def inviters(self) -> tuple[str, ...]:
+        """Who may invite the Matrix bot: user ids and ``:server`` patterns.
+
+        CAIRN_MATRIX_ALLOWED_INVITERS, or else the users of the bot's own homeserver.
+        """
+        patterns = _split_commas(self.allowed_inviters)
+        if patterns:
+            return tuple(patterns)
+        server = _server_of(self.user_id)
+        return (f":{server}",) if server else ()
+
+    @property
+    def trusted(self) -> tuple[str, ...]:
+        """Homeservers whose users are trusted: the bot's own and CAIRN_MATRIX_TRUSTED_SERVERS."""
+        server = _server_of(self.user_id)
+        listed = _split_commas(self.trusted_servers)
+        return tuple(dict.fromkeys([*([server] if server else []), *listed]))
+
+
+class ContextSettings(BaseModel):
+    """The context engine (cairn/memory/context): CAIRN_CONTEXT_*."""
+
+    model_config = _prefixed("CAIRN_CONTEXT_")
+
+    budget: int = Field(default=30000, ge=1000, le=1_000_000)
+    # "classic" sends the plain recent transcript.
+    mode: Literal["engine", "classic"] = "engine"
+    recent_turns: int = Field(default=6, ge=1, le=100)
+    # Idle turns after which a state-graph item leaves the active tier, then the soft tier.
+    soft_after: int = Field(default=8, ge=1, le=10_000)
+    hard_after: int = Field(default=30, ge=2, le=100_000)
+    hydrate_threshold: float = Field(default=2.0, ge=0)
+    # Scoring of units: pin + recency + max(BM25, semantic) + hydrate boost, each weighted.
+    weight_pin: float = Field(default=1.0, ge=0)
+    weight_recency: float = Field(default=1.0, ge=0)
+    weight_relevance: float = Field(default=2.0, ge=0)
+    weight_hydrate: float = Field(default=1.5, ge=0)
+    # Context pressure (density-weighted share of the budget) that starts each level.
+    compact_at: float = Field(default=0.6, gt=0, le=1.0)
+    emergency_at: float = Field(default=0.85, gt=0, le=1.0)
+    # Pasted text or tool output longer than this is distilled into an artifact and a card.
+    distill_chars: int = Field(default=1500, ge=200, le=1_000_000)
+
+
+class MemorySettings(BaseModel):
+    """Long-term memory (cairn/memory): recall, embeddings, ranking weights, tiers; CAIRN_MEMORY_*.
+
+    Recall ranks by it (cairn/memory/ranking) and tier rotation follows it (cairn/memory/tiers).
+    """
+
+    model_config = _prefixed("CAIRN_MEMORY_")
+
+    recall_k: int = Field(default=5, ge=1, le=100, alias="CAIRN_RECALL_K")
+    # auto | none | packaged | path:/folder | fastembed:MODEL | sentence-transformers:MODEL
+    embeddings: str = Field(default="auto", min_length=1, alias="CAIRN_EMBEDDINGS")
+    # How the local model runs: onnx (int8, ~7x less CPU), numpy (float32), auto (onnx if it loads).
+    embedding_engine: Literal["auto", "onnx", "numpy"] = Field(
+        default="auto", alias="CAIRN_EMBEDDING_ENGINE"
+    )
+    # score: weighted sum of min-max normalised scores; rrf: reciprocal-rank fusion.
+    fusion: Literal["score", "rrf"] = "score"
+    # How many candidates each of the lexical and dense searches proposes.
+    candidates: int = Field(default=50, ge=5, le=1000)
+    weight_lexical: float = Field(default=0.6, ge=0)
+    weight_dense: float = Field(default=0.4, ge=0)
+    weight_context: float = Field(default=0.5, ge=0)
+    # How many turns either side of a matching episodic turn share its relevance.
+    context_turns: int = Field(default=2, ge=0, le=10)
+    # Boost for memories written within a date the query names ("on 9 November, 2022").
+    weight_period: float = Field(default=0.5, ge=0)
+    weight_recency: float = Field(default=0.05, ge=0, le=1)
+    weight_validity: float = Field(default=0.1, ge=0)
+    weight_usefulness: float = Field(default=0.05, ge=0)
+    # Each net "not useful" reaction multiplies a memory's rank by 1 - this (see ranking.py).
+    weight_unhelpful: float = Field(default=0.85, ge=0, le=1)
+    weight_disputes: float = Field(default=0.1, ge=0)
+    weight_scope: float = Field(default=0.05, ge=0)
+    # The factor on the rank of an unconfirmed memory from an untrusted author (1: no penalty).
+    weight_untrusted: float = Field(default=0.6, ge=0, le=1)
+    weight_warm: float = Field(default=0.9, ge=0, le=1)
+    weight_cold: float = Field(default=0.75, ge=0, le=1)
+    half_life_days: float = Field(default=30.0, gt=0)
+    near_duplicate: float = Field(default=0.9, gt=0, le=1)
+    # Tier rotation: the standing below which a memory is warm, then cold; per-tenant budgets.
+    warm_below: float = Field(default=0.5, ge=0, le=1)
+    cold_below: float = Field(default=0.1, ge=0, le=1)
+    hot_budget: int = Field(default=2000, ge=1)
+    warm_budget: int = Field(default=20000, ge=1)
+    prune_after_days: float = Field(default=365.0, gt=0)
+    working_ttl: float = Field(default=3600.0, gt=0, alias="CAIRN_WORKING_MEMORY_TTL")
+
+
+class WorkerSettings(BaseModel):
+    """Upkeep and the workers' pacing (cairn/workers): CAIRN_* (no prefix of their own).
+
+    How often periodic jobs run, when a pending event counts as stuck, when an idle session
+    ends (which triggers learning extraction), and how session locks are held and waited for.
+    """
+
+    model_config = _prefixed("CAIRN_")
+
+    beat_interval: float = Field(default=30.0, ge=1)
+    stale_after: float = Field(default=60.0, ge=1)
+    session_idle: float = Field(default=6 * 3600.0, ge=60)
+    # Expired memos are never delivered; upkeep deletes them (and their receipts) this long after.
+    memo_keep_expired: float = Field(default=7 * 86400.0, ge=0)
+    # A dead worker's session lock, and a dead beat's scheduler lock, free after this many
+    # seconds (held locks are renewed).
+    lock_ttl: float = Field(default=30.0, ge=3)
+    # How long a task waits for a busy session before leaving it to the lock's holder (which
+    # looks for pending events again after releasing it); 0 means one attempt.
+    lock_wait: float = Field(default=0.0, ge=0)
+
+
+class Settings(BaseModel):
+    """Every setting Cairn reads, by section. Construct it through :func:`load_settings`.
+
+    The order of the fields is the order of ``cairn config``.
+    """
+
+    model_config = _prefixed("CAIRN_")
+
+    home: Path = Path("~/.cairn")
+    database_url: str | None = None
+    qdrant_url: str | None = None
+    qdrant_api_key: SecretStr | None = None
+    broker_url: str | None = None
+    redis_url: str | None = None
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+    slack: SlackSettings = Field(default_factory=SlackSettings)
+    dedupe_ttl: float = Field(default=86400.0, ge=60)
+    matrix: MatrixSettings = Field(default_factory=MatrixSettings)
+    agent: str = "cairn"
     # Declared agents; empty means one agent named by CAIRN_AGENT. In cairn.toml:
     #   [agents.ops]
     #   description = "runs deploys"
     #   instructions = "..."
-    agents: dict[str, AgentSpec] = Field(
-        default={}, validation_alias=AliasChoices("CAIRN_AGENTS", "cairn_agents", "agents")
-    )
-    console_tenant: str = Field(default="console", validation_alias=_env("CAIRN_CONSOLE_TENANT"))
-    context_budget: int = Field(
-        default=30000, ge=1000, le=1_000_000, validation_alias=_env("CAIRN_CONTEXT_BUDGET")
-    )
-    # The context engine (cairn/memory/context): "classic" sends the plain recent transcript.
-    context_mode: Literal["engine", "classic"] = Field(
-        default="engine", validation_alias=_env("CAIRN_CONTEXT_MODE")
-    )
-    context_recent_turns: int = Field(
-        default=6, ge=1, le=100, validation_alias=_env("CAIRN_CONTEXT_RECENT_TURNS")
-    )
-    # Idle turns after which a state-graph item leaves the active tier, then the soft tier.
-    context_soft_after: int = Field(
-        default=8, ge=1, le=10_000, validation_alias=_env("CAIRN_CONTEXT_SOFT_AFTER")
-    )
-    context_hard_after: int = Field(
-        default=30, ge=2, le=100_000, validation_alias=_env("CAIRN_CONTEXT_HARD_AFTER")
-    )
-    context_hydrate_threshold: float = Field(
-        default=2.0, ge=0, validation_alias=_env("CAIRN_CONTEXT_HYDRATE_THRESHOLD")
-    )
-    # Scoring of units: pin + recency + max(BM25, semantic) + hydrate boost, each weighted.
-    context_weight_pin: float = Field(
-        default=1.0, ge=0, validation_alias=_env("CAIRN_CONTEXT_WEIGHT_PIN")
-    )
-    context_weight_recency: float = Field(
-        default=1.0, ge=0, validation_alias=_env("CAIRN_CONTEXT_WEIGHT_RECENCY")
-    )
-    context_weight_relevance: float = Field(
-        default=2.0, ge=0, validation_alias=_env("CAIRN_CONTEXT_WEIGHT_RELEVANCE")
-    )
-    context_weight_hydrate: float = Field(
-        default=1.5, ge=0, validation_alias=_env("CAIRN_CONTEXT_WEIGHT_HYDRATE")
-    )
-    # Context pressure (density-weighted share of the budget) that starts each level.
-    context_compact_at: float = Field(
-        default=0.6, gt=0, le=1.0, validation_alias=_env("CAIRN_CONTEXT_COMPACT_AT")
-    )
-    context_emergency_at: float = Field(
-        default=0.85, gt=0, le=1.0, validation_alias=_env("CAIRN_CONTEXT_EMERGENCY_AT")
-    )
-    # Pasted text or tool output longer than this is distilled into an artifact and a card.
-    context_distill_chars: int = Field(
-        default=1500, ge=200, le=1_000_000, validation_alias=_env("CAIRN_CONTEXT_DISTILL_CHARS")
-    )
-    max_message_chars: int = Field(
-        default=40000, ge=100, le=1_000_000, validation_alias=_env("CAIRN_MAX_MESSAGE_CHARS")
-    )
-    recall_k: int = Field(default=5, ge=1, le=100, validation_alias=_env("CAIRN_RECALL_K"))
-    # Long-term memory (cairn/memory): embeddings, ranking weights, tiers, working memory.
-    # auto | none | packaged | path:/folder | fastembed:MODEL | sentence-transformers:MODEL
-    embeddings: str = Field(default="auto", min_length=1, validation_alias=_env("CAIRN_EMBEDDINGS"))
-    # How the local model runs: onnx (int8, ~7x less CPU), numpy (float32), auto (onnx if it loads).
-    embedding_engine: Literal["auto", "onnx", "numpy"] = Field(
-        default="auto", validation_alias=_env("CAIRN_EMBEDDING_ENGINE")
-    )
-    # score: weighted sum of min-max normalised scores; rrf: reciprocal-rank fusion.
-    memory_fusion: Literal["score", "rrf"] = Field(
-        default="score", validation_alias=_env("CAIRN_MEMORY_FUSION")
-    )
-    memory_candidates: int = Field(
-        default=50, ge=5, le=1000, validation_alias=_env("CAIRN_MEMORY_CANDIDATES")
-    )
-    memory_weight_lexical: float = Field(
-        default=0.6, ge=0, validation_alias=_env("CAIRN_MEMORY_WEIGHT_LEXICAL")
-    )
-    memory_weight_dense: float = Field(
-        default=0.4, ge=0, validation_alias=_env("CAIRN_MEMORY_WEIGHT_DENSE")
-    )
-    memory_weight_context: float = Field(
-        default=0.5, ge=0, validation_alias=_env("CAIRN_MEMORY_WEIGHT_CONTEXT")
-    )
-    # How many turns either side of a matching episodic turn share its relevance.
-    memory_context_turns: int = Field(
-        default=2, ge=0, le=10, validation_alias=_env("CAIRN_MEMORY_CONTEXT_TURNS")
-    )
-    # Boost for memories written within a date the query names ("on 9 November, 2022").
-    memory_weight_period: float = Field(
-        default=0.5, ge=0, validation_alias=_env("CAIRN_MEMORY_WEIGHT_PERIOD")
-    )
-    memory_weight_recency: float = Field(
-        default=0.05, ge=0, le=1, validation_alias=_env("CAIRN_MEMORY_WEIGHT_RECENCY")
-    )
-    memory_weight_validity: float = Field(
-        default=0.1, ge=0, validation_alias=_env("CAIRN_MEMORY_WEIGHT_VALIDITY")
-    )
-    memory_weight_usefulness: float = Field(
-        default=0.05, ge=0, validation_alias=_env("CAIRN_MEMORY_WEIGHT_USEFULNESS")
-    )
-    # Each net "not useful" reaction multiplies a memory's rank by 1 - this (see ranking.py).
-    memory_weight_unhelpful: float = Field(
-        default=0.85, ge=0, le=1, validation_alias=_env("CAIRN_MEMORY_WEIGHT_UNHELPFUL")
-    )
-    memory_weight_disputes: float = Field(
-        default=0.1, ge=0, validation_alias=_env("CAIRN_MEMORY_WEIGHT_DISPUTES")
-    )
-    memory_weight_scope: float = Field(
-        default=0.05, ge=0, validation_alias=_env("CAIRN_MEMORY_WEIGHT_SCOPE")
-    )
-    # The factor on the rank of an unconfirmed memory from an untrusted author (1: no penalty).
-    memory_weight_untrusted: float = Field(
-        default=0.6, ge=0, le=1, validation_alias=_env("CAIRN_MEMORY_WEIGHT_UNTRUSTED")
-    )
-    memory_weight_warm: float = Field(
-        default=0.9, ge=0, le=1, validation_alias=_env("CAIRN_MEMORY_WEIGHT_WARM")
-    )
-    memory_weight_cold: float = Field(
-        default=0.75, ge=0, le=1, validation_alias=_env("CAIRN_MEMORY_WEIGHT_COLD")
-    )
-    memory_half_life_days: float = Field(
-        default=30.0, gt=0, validation_alias=_env("CAIRN_MEMORY_HALF_LIFE_DAYS")
-    )
-    memory_near_duplicate: float = Field(
-        default=0.9, gt=0, le=1, validation_alias=_env("CAIRN_MEMORY_NEAR_DUPLICATE")
-    )
-    memory_warm_below: float = Field(
-        default=0.5, ge=0, le=1, validation_alias=_env("CAIRN_MEMORY_WARM_BELOW")
-    )
-    memory_cold_below: float = Field(
-        default=0.1, ge=0, le=1, validation_alias=_env("CAIRN_MEMORY_COLD_BELOW")
-    )
-    memory_hot_budget: int = Field(
-        default=2000, ge=1, validation_alias=_env("CAIRN_MEMORY_HOT_BUDGET")
-    )
-    memory_warm_budget: int = Field(
-        default=20000, ge=1, validation_alias=_env("CAIRN_MEMORY_WARM_BUDGET")
-    )
-    memory_prune_after_days: float = Field(
-        default=365.0, gt=0, validation_alias=_env("CAIRN_MEMORY_PRUNE_AFTER_DAYS")
-    )
-    working_memory_ttl: float = Field(
-        default=3600.0, gt=0, validation_alias=_env("CAIRN_WORKING_MEMORY_TTL")
-    )
-    reply_timeout: float = Field(default=180.0, gt=0, validation_alias=_env("CAIRN_REPLY_TIMEOUT"))
-    confirm_emoji: list[str] = Field(
-        default=["white_check_mark", "heavy_check_mark"],
-        validation_alias=_env("CAIRN_CONFIRM_EMOJI"),
-    )
-    retract_emoji: list[str] = Field(
-        default=["x", "wastebasket", "no_entry_sign"], validation_alias=_env("CAIRN_RETRACT_EMOJI")
-    )
-    useful_emoji: list[str] = Field(
-        default=["+1", "heart", "tada"], validation_alias=_env("CAIRN_USEFUL_EMOJI")
-    )
-    not_useful_emoji: list[str] = Field(
-        default=["-1"], validation_alias=_env("CAIRN_NOT_USEFUL_EMOJI")
-    )
-    admins: list[str] = Field(default=[], validation_alias=_env("CAIRN_ADMINS"))
+    agents: dict[str, AgentSpec] = {}
+    console_tenant: str = "console"
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    max_message_chars: int = Field(default=40000, ge=100, le=1_000_000)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    reply_timeout: float = Field(default=180.0, gt=0)
+    confirm_emoji: list[str] = ["white_check_mark", "heavy_check_mark"]
+    retract_emoji: list[str] = ["x", "wastebasket", "no_entry_sign"]
+    useful_emoji: list[str] = ["+1", "heart", "tada"]
+    not_useful_emoji: list[str] = ["-1"]
+    admins: list[str] = []
     # Authors whose memories start unconfirmed and rank lower (user ids, JSON list).
-    untrusted_users: list[str] = Field(default=[], validation_alias=_env("CAIRN_UNTRUSTED_USERS"))
-    metrics_port: int = Field(
-        default=0, ge=0, le=65535, validation_alias=_env("CAIRN_METRICS_PORT")
-    )
+    untrusted_users: list[str] = []
+    metrics_port: int = Field(default=0, ge=0, le=65535)
     # USD per million tokens: input, output, cache read, cache write; matched by model prefix.
-    llm_prices: dict[str, list[float]] = Field(
-        default={
-            "claude-opus-4": [15.0, 75.0, 1.5, 18.75],
-            "claude-sonnet-4": [3.0, 15.0, 0.3, 3.75],
-            "claude-haiku-4": [1.0, 5.0, 0.1, 1.25],
-        },
-        validation_alias=_env("CAIRN_LLM_PRICES"),
-    )
-    # Upkeep: how often periodic jobs run, when a pending event counts as stuck, and when an
-    # idle session ends (which triggers learning extraction).
-    beat_interval: float = Field(default=30.0, ge=1, validation_alias=_env("CAIRN_BEAT_INTERVAL"))
-    stale_after: float = Field(default=60.0, ge=1, validation_alias=_env("CAIRN_STALE_AFTER"))
-    session_idle: float = Field(
-        default=6 * 3600.0, ge=60, validation_alias=_env("CAIRN_SESSION_IDLE")
-    )
-    # Expired memos are never delivered; upkeep deletes them (and their receipts) this long after.
-    memo_keep_expired: float = Field(
-        default=7 * 86400.0, ge=0, validation_alias=_env("CAIRN_MEMO_KEEP_EXPIRED")
-    )
-    # A dead worker's session lock, and a dead beat's scheduler lock, free after this many
-    # seconds (held locks are renewed).
-    lock_ttl: float = Field(default=30.0, ge=3, validation_alias=_env("CAIRN_LOCK_TTL"))
-    # How long a task waits for a busy session before leaving it to the lock's holder (which
-    # looks for pending events again after releasing it); 0 means one attempt.
-    lock_wait: float = Field(default=0.0, ge=0, validation_alias=_env("CAIRN_LOCK_WAIT"))
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
-        default="WARNING", validation_alias=_env("CAIRN_LOG_LEVEL")
-    )
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        path = config_file()
-        if path is not None:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
-        return tuple(sources)
+    # The turn's cost accounting (cairn/workers/turn); here, not in ``llm``, to keep its place
+    # in ``cairn config``.
+    llm_prices: dict[str, list[float]] = {
+        "claude-opus-4": [15.0, 75.0, 1.5, 18.75],
+        "claude-sonnet-4": [3.0, 15.0, 0.3, 3.75],
+        "claude-haiku-4": [1.0, 5.0, 0.1, 1.25],
+    }
+    workers: WorkerSettings = Field(default_factory=WorkerSettings)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Settings:
@@ -417,45 +366,9 @@ class Settings(BaseSettings):
         return self.home_dir / "qdrant"
 
     @property
-    def slack_oauth(self) -> bool:
-        """Whether Slack workspaces install Cairn through OAuth (SLACK_CLIENT_ID and secret)."""
-        return bool(self.slack_client_id and self.slack_client_secret)
-
-    @property
-    def slack_enabled(self) -> bool:
-        """Whether the Slack frontend is configured (a bot token, or the OAuth install)."""
-        return self.slack_bot_token is not None or self.slack_oauth
-
-    @property
     def effective_redis_url(self) -> str | None:
         """CAIRN_REDIS_URL, or the broker's URL when the broker is Redis."""
         return self.redis_url or self.broker_url
-
-    @property
-    def llm_provider(self) -> Literal["anthropic", "offline"]:
-        """Which LLM adapter to use: Anthropic when a key is set (or asked for), else offline."""
-        if self.llm == "auto":
-            return "anthropic" if self.anthropic_api_key else "offline"
-        return self.llm
-
-    @property
-    def matrix_inviters(self) -> tuple[str, ...]:
-        """Who may invite the Matrix bot: user ids and ``:server`` patterns.
-
-        CAIRN_MATRIX_ALLOWED_INVITERS, or else the users of the bot's own homeserver.
-        """
-        patterns = _split_commas(self.matrix_allowed_inviters)
-        if patterns:
-            return tuple(patterns)
-        server = (self.matrix_user_id or "").partition(":")[2]
-        return (f":{server}",) if server else ()
-
-    @property
-    def matrix_trusted(self) -> tuple[str, ...]:
-        """Homeservers whose users are trusted: the bot's own and CAIRN_MATRIX_TRUSTED_SERVERS."""
-        server = (self.matrix_user_id or "").partition(":")[2]
-        listed = _split_commas(self.matrix_trusted_servers)
-        return tuple(dict.fromkeys([*([server] if server else []), *listed]))
 
     @property
     def agent_names(self) -> list[str]:
@@ -484,45 +397,112 @@ class Settings(BaseSettings):
 
     def secret_values(self) -> list[str]:
         """Every secret setting's value, for log redaction."""
-        found = [v.get_secret_value() for v in self.__dict__.values() if isinstance(v, SecretStr)]
-        for url in self._urls():
-            found.extend(url_secrets(url))
-        return [v for v in found if v]
-
-    def _urls(self) -> tuple[str | None, ...]:
-        return (
+        found = [v.get_secret_value() for _, v in _values(self) if isinstance(v, SecretStr)]
+        for url in (
             self.database_url,
             self.broker_url,
             self.redis_url,
             self.qdrant_url,
-            self.anthropic_base_url,
-            self.slack_api_url,
-            self.matrix_homeserver,
-        )
+            self.llm.anthropic_base_url,
+            self.slack.api_url,
+            self.matrix.homeserver,
+        ):
+            found.extend(url_secrets(url))
+        return [v for v in found if v]
 
     def redacted(self) -> dict[str, Any]:
         """Every setting by its variable name, secrets shown as ``***``, for ``cairn config``."""
         shown: dict[str, Any] = {}
-        for name, field in type(self).model_fields.items():
-            value = getattr(self, name)
-            alias = field.validation_alias
-            var = alias.choices[0] if isinstance(alias, AliasChoices) else name.upper()
+        for var, value in _values(self):
             if isinstance(value, SecretStr):
                 value = "***"
             elif isinstance(value, Path):
                 value = str(value)
             elif isinstance(value, str):
                 value = mask_url(value)
-            shown[str(var)] = value
+            shown[var] = value
         return shown
 
 
-def env_name(field: str) -> str:
-    """The environment variable a settings field is read from, e.g. ``CAIRN_HOME``."""
-    alias = Settings.model_fields[field].validation_alias
-    if isinstance(alias, AliasChoices):
-        return str(alias.choices[0])
-    return field.upper()
+SECTIONS: dict[str, type[BaseModel]] = {
+    name: info.annotation
+    for name, info in Settings.model_fields.items()
+    if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+}
+
+
+def _fields() -> Iterator[tuple[str, tuple[str, ...]]]:
+    """``(variable, where)`` of every setting in ``cairn config`` order; ``where`` is its path
+    of field names, e.g. ``("memory", "half_life_days")``."""
+    for name, info in Settings.model_fields.items():
+        section = SECTIONS.get(name)
+        if section is None:
+            yield str(info.alias), (name,)
+            continue
+        for field, inner in section.model_fields.items():
+            yield str(inner.alias), (name, field)
+
+
+_WHERE: dict[str, tuple[str, ...]] = dict(_fields())
+# Cairn.toml declares agents as [agents.NAME] tables.
+_OTHER_NAMES = {"AGENTS": "CAIRN_AGENTS"}
+
+
+def variables() -> list[str]:
+    """Every variable Cairn reads its settings from, in ``cairn config`` order."""
+    return list(_WHERE)
+
+
+def _values(settings: Settings) -> Iterator[tuple[str, Any]]:
+    """``(variable, value)`` of every setting."""
+    for var, where in _WHERE.items():
+        value: Any = settings
+        for name in where:
+            value = getattr(value, name)
+        yield var, value
+
+
+def _nest(raw: Mapping[str, Any], *, decode: bool = False) -> dict[str, Any]:
+    """The known variables of ``raw`` (any case) as Settings input, nested by section.
+
+    With ``decode`` (the environment), list and dict settings are read as JSON.
+    """
+    flat = {str(key).upper(): value for key, value in raw.items()}
+    for other, var in _OTHER_NAMES.items():
+        if other in flat:
+            flat.setdefault(var, flat[other])
+    nested: dict[str, Any] = {}
+    for var, where in _WHERE.items():
+        if var not in flat:
+            continue
+        value = flat[var]
+        if decode and isinstance(value, str) and _is_complex(where):
+            # Not JSON: left as text, and validation names the variable and what it should be.
+            with suppress(ValueError):
+                value = json.loads(value)
+        *sections, name = where
+        into = nested
+        for section in sections:
+            into = into.setdefault(section, {})
+        into[name] = value
+    return nested
+
+
+def _is_complex(where: tuple[str, ...]) -> bool:
+    model: type[BaseModel] = Settings
+    for name in where[:-1]:
+        model = SECTIONS[name]
+    return get_origin(model.model_fields[where[-1]].annotation) in (list, dict)
+
+
+def _merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(low)
+    for key, value in high.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and key in SECTIONS:
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
 
 
 def _contradictions(s: Settings) -> list[str]:
@@ -542,20 +522,21 @@ def _contradictions(s: Settings) -> list[str]:
         problems.append(
             f"CAIRN_QDRANT_URL must be an http:// or https:// URL, got {mask_url(s.qdrant_url)!r}"
         )
-    if s.anthropic_base_url is not None and urlsplit(s.anthropic_base_url).scheme not in {
+    llm = s.llm
+    if llm.anthropic_base_url is not None and urlsplit(llm.anthropic_base_url).scheme not in {
         "http",
         "https",
     }:
         problems.append("ANTHROPIC_BASE_URL must be an http:// or https:// URL")
-    if s.llm == "anthropic" and s.anthropic_api_key is None:
+    if llm.mode == "anthropic" and llm.anthropic_api_key is None:
         problems.append("CAIRN_LLM=anthropic needs ANTHROPIC_API_KEY")
-    if s.context_soft_after >= s.context_hard_after:
+    if s.context.soft_after >= s.context.hard_after:
         problems.append("CAIRN_CONTEXT_SOFT_AFTER must be below CAIRN_CONTEXT_HARD_AFTER")
-    if s.context_compact_at >= s.context_emergency_at:
+    if s.context.compact_at >= s.context.emergency_at:
         problems.append("CAIRN_CONTEXT_COMPACT_AT must be below CAIRN_CONTEXT_EMERGENCY_AT")
-    if s.memory_cold_below >= s.memory_warm_below:
+    if s.memory.cold_below >= s.memory.warm_below:
         problems.append("CAIRN_MEMORY_COLD_BELOW must be below CAIRN_MEMORY_WARM_BELOW")
-    if s.memory_hot_budget > s.memory_warm_budget:
+    if s.memory.hot_budget > s.memory.warm_budget:
         problems.append("CAIRN_MEMORY_HOT_BUDGET must not exceed CAIRN_MEMORY_WARM_BUDGET")
     for name in s.agents:
         if not AGENT_NAME.match(name):
@@ -567,8 +548,8 @@ def _contradictions(s: Settings) -> list[str]:
             f"CAIRN_AGENT is {s.agent!r}, which is not among the declared agents "
             f"({', '.join(sorted(s.agents))})"
         )
-    problems.extend(_slack_contradictions(s))
-    problems.extend(_matrix_contradictions(s))
+    problems.extend(_slack_contradictions(s.slack))
+    problems.extend(_matrix_contradictions(s.matrix))
     return problems
 
 
@@ -576,54 +557,46 @@ def _secret(value: SecretStr | None) -> str:
     return value.get_secret_value() if value is not None else ""
 
 
-def _slack_contradictions(s: Settings) -> list[str]:
-    bot, app, signing = (
-        _secret(s.slack_bot_token),
-        _secret(s.slack_app_token),
-        _secret(s.slack_signing_secret),
-    )
+def _slack_contradictions(s: SlackSettings) -> list[str]:
+    bot, app, signing = _secret(s.bot_token), _secret(s.app_token), _secret(s.signing_secret)
     problems: list[str] = []
     if bot and not bot.startswith("xoxb-"):
         problems.append("SLACK_BOT_TOKEN must be a bot token starting with xoxb-")
     if app and not app.startswith("xapp-"):
         problems.append("SLACK_APP_TOKEN must be an app-level token starting with xapp-")
-    oauth = bool(s.slack_client_id and s.slack_client_secret)
-    if bool(s.slack_client_id) != bool(s.slack_client_secret):
+    if bool(s.client_id) != bool(s.client_secret):
         problems.append("the OAuth install needs both SLACK_CLIENT_ID and SLACK_CLIENT_SECRET")
-    if (app or signing) and not (bot or oauth):
+    if (app or signing) and not (bot or s.oauth):
         problems.append(
             "SLACK_APP_TOKEN or SLACK_SIGNING_SECRET is set but SLACK_BOT_TOKEN is not "
             "(nor SLACK_CLIENT_ID and SLACK_CLIENT_SECRET for the OAuth install)"
         )
-    if (bot or oauth) and not (app or signing):
+    if (bot or s.oauth) and not (app or signing):
         problems.append(
             f"{'SLACK_BOT_TOKEN' if bot else 'SLACK_CLIENT_ID'} is set: also set SLACK_APP_TOKEN "
             "(Socket Mode) or SLACK_SIGNING_SECRET (HTTP Events API)"
         )
-    if urlsplit(s.slack_api_url).scheme not in {"http", "https"}:
+    if urlsplit(s.api_url).scheme not in {"http", "https"}:
         problems.append("SLACK_API_URL must be an http:// or https:// URL")
     return problems
 
 
-def _matrix_contradictions(s: Settings) -> list[str]:
+def _matrix_contradictions(s: MatrixSettings) -> list[str]:
     problems: list[str] = []
-    any_matrix = (
-        s.matrix_homeserver or s.matrix_user_id or s.matrix_password or (s.matrix_access_token)
-    )
-    if not any_matrix:
+    if not (s.homeserver or s.user_id or s.password or s.access_token):
         return problems
-    if not s.matrix_homeserver:
+    if not s.homeserver:
         problems.append("MATRIX_HOMESERVER is not set but other MATRIX_* settings are")
-    elif urlsplit(s.matrix_homeserver).scheme not in {"http", "https"}:
+    elif urlsplit(s.homeserver).scheme not in {"http", "https"}:
         problems.append("MATRIX_HOMESERVER must be an http:// or https:// URL")
-    user = s.matrix_user_id or ""
+    user = s.user_id or ""
     if not user:
         problems.append("MATRIX_USER_ID is not set but other MATRIX_* settings are")
     elif not (user.startswith("@") and ":" in user):
         problems.append(f"MATRIX_USER_ID must look like @name:server, got {user!r}")
-    if not (s.matrix_password or s.matrix_access_token):
+    if not (s.password or s.access_token):
         problems.append("Matrix needs MATRIX_PASSWORD or MATRIX_ACCESS_TOKEN")
-    for pattern in _split_commas(s.matrix_allowed_inviters):
+    for pattern in _split_commas(s.allowed_inviters):
         if not (pattern.startswith(":") or (pattern.startswith("@") and ":" in pattern)):
             problems.append(
                 "CAIRN_MATRIX_ALLOWED_INVITERS takes user ids (@name:server) and :server "
@@ -636,10 +609,26 @@ def _split_commas(value: str | None) -> list[str]:
     return [part.strip() for part in (value or "").split(",") if part.strip()]
 
 
+def _server_of(user_id: str | None) -> str:
+    """The homeserver of a Matrix user id ("" when unset)."""
+    return (user_id or "").partition(":")[2]
+
+
 def load_settings(**overrides: Any) -> Settings:
-    """Read the settings now; raises ConfigError (naming the variable) on a bad setting."""
+    """Read the settings now; raises ConfigError (naming the variable) on a bad setting.
+
+    ``overrides`` are keyed by variable name (``CAIRN_HOME=...``) and win over the environment,
+    which wins over cairn.toml.
+    """
+    path = config_file()
+    values: dict[str, Any] = {}
+    if path is not None:
+        with path.open("rb") as f:
+            values = _nest(tomllib.load(f))
+    values = _merge(values, _nest(os.environ, decode=True))
+    values = _merge(values, _nest(overrides))
     try:
-        return Settings(**overrides)
+        return Settings.model_validate(values)
     except ValidationError as exc:
         raise ConfigError(_describe(exc)) from None
 
@@ -647,18 +636,21 @@ def load_settings(**overrides: Any) -> Settings:
 def _describe(exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
-        loc = err.get("loc") or ()
-        where = str(loc[0]).upper() if loc else ""
+        var = _variable_at(tuple(err.get("loc") or ()))
         message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        known = where in Settings.model_fields or where in _VARIABLES
-        lines.append(f"{_VARIABLES.get(where, where)}: {message}" if known else message)
+        lines.append(f"{var}: {message}" if var else message)
     # A URL may be quoted in any message (pydantic's or ours): none may show its password.
     return mask_urls("invalid configuration: " + "; ".join(lines))
 
 
-_VARIABLES = {name.upper(): env_name(name) for name in Settings.model_fields} | {
-    env_name(name): env_name(name) for name in Settings.model_fields
-}
+_VARIABLE_AT = {where: var for var, where in _WHERE.items()}
+
+
+def _variable_at(loc: tuple[int | str, ...]) -> str | None:
+    """The variable an error's location points into (``("memory", "half_life_days", ...)``)."""
+    return _VARIABLE_AT.get(tuple(str(p) for p in loc[:2])) or _VARIABLE_AT.get(
+        tuple(str(p) for p in loc[:1])
+    )
 
 
 @lru_cache(maxsize=1)

@@ -5,7 +5,7 @@ Fusion is, by default, a weighted sum of min-max normalised lexical and dense sc
 On LoCoMo, score fusion found 0.61 of the evidence in the top 5 where rank fusion found 0.51:
 ranks throw away how far ahead the best candidate is. The fused relevance is then nudged,
 never overridden, by recency decay, usefulness, validity, disputes, tier and scope. Every
-weight comes from the settings (``CAIRN_MEMORY_*``).
+weight is a field of the memory settings (``settings.memory``, ``CAIRN_MEMORY_*``).
 """
 
 from __future__ import annotations
@@ -17,59 +17,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cairn.core.settings import Settings
+    from cairn.core.settings import MemorySettings
 
-__all__ = ["RankWeights", "decay", "fuse", "fuse_scores", "modifier"]
+__all__ = ["decay", "fuse", "fuse_scores", "modifier"]
 
 RRF_K = 60
-
-
-@dataclass(frozen=True, slots=True)
-class RankWeights:
-    """The scoring weights of recall and of tier rotation."""
-
-    lexical: float = 0.6
-    dense: float = 0.4
-    context: float = 0.5
-    context_turns: int = 2
-    period: float = 0.5
-    recency: float = 0.05
-    validity: float = 0.1
-    usefulness: float = 0.05
-    unhelpful: float = 0.85
-    disputes: float = 0.1
-    scope: float = 0.05
-    untrusted: float = 0.6
-    warm: float = 0.9
-    cold: float = 0.75
-    half_life_days: float = 30.0
-    near_duplicate: float = 0.9
-    fusion: str = "score"
-    pool: int = 50
-
-    @classmethod
-    def from_settings(cls, s: Settings) -> RankWeights:
-        """The weights configured in ``s``."""
-        return cls(
-            lexical=s.memory_weight_lexical,
-            dense=s.memory_weight_dense,
-            context=s.memory_weight_context,
-            context_turns=s.memory_context_turns,
-            period=s.memory_weight_period,
-            recency=s.memory_weight_recency,
-            validity=s.memory_weight_validity,
-            usefulness=s.memory_weight_usefulness,
-            unhelpful=s.memory_weight_unhelpful,
-            disputes=s.memory_weight_disputes,
-            scope=s.memory_weight_scope,
-            untrusted=s.memory_weight_untrusted,
-            warm=s.memory_weight_warm,
-            cold=s.memory_weight_cold,
-            half_life_days=s.memory_half_life_days,
-            near_duplicate=s.memory_near_duplicate,
-            fusion=s.memory_fusion,
-            pool=s.memory_candidates,
-        )
 
 
 def fuse_scores(scored: Sequence[tuple[float, Sequence[tuple[int, float]]]]) -> dict[int, float]:
@@ -117,25 +69,25 @@ class Standing:
     untrusted: bool = False  # from an untrusted author and not yet confirmed by a person
 
 
-def modifier(w: RankWeights, standing: Standing, now: datetime) -> float:
+def modifier(w: MemorySettings, standing: Standing, now: datetime) -> float:
     """The factor that multiplies a memory's fused relevance (1.0 is neutral)."""
     fresh = decay(standing.last_touched, now, w.half_life_days)
-    factor = 1.0 - w.recency + w.recency * fresh
-    factor *= 1.0 + w.validity * math.tanh(standing.validity)
+    factor = 1.0 - w.weight_recency + w.weight_recency * fresh
+    factor *= 1.0 + w.weight_validity * math.tanh(standing.validity)
     if standing.usefulness >= 0:
-        factor *= 1.0 + w.usefulness * math.tanh(standing.usefulness)
+        factor *= 1.0 + w.weight_usefulness * math.tanh(standing.usefulness)
     else:
         # Asymmetric on purpose: praise nudges, while each net "not useful" multiplies the rank
         # by 1 - unhelpful. At the default 0.85 two of them leave a memory at 0.0225 of its
         # relevance: below any untouched candidate a retriever proposed (fusion gives the last
         # one 0.1 of a weight of at least 0.4), so it leaves the top 5 (cairn bench feedback).
-        factor *= math.pow(1.0 - w.unhelpful, min(-standing.usefulness, 10.0))
-    factor /= 1.0 + w.disputes * max(0, standing.disputes)
-    factor *= {"warm": w.warm, "cold": w.cold}.get(standing.tier, 1.0)
+        factor *= math.pow(1.0 - w.weight_unhelpful, min(-standing.usefulness, 10.0))
+    factor /= 1.0 + w.weight_disputes * max(0, standing.disputes)
+    factor *= {"warm": w.weight_warm, "cold": w.weight_cold}.get(standing.tier, 1.0)
     if standing.same_place:
-        factor *= 1.0 + w.scope
+        factor *= 1.0 + w.weight_scope
     if standing.untrusted:
-        factor *= w.untrusted
+        factor *= w.weight_untrusted
     return max(factor, 0.0)
 
 

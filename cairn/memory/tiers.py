@@ -18,38 +18,14 @@ from sqlmodel import col, select
 
 from cairn.core.errors import InvalidInput
 from cairn.core.progress import ProgressCallback
-from cairn.core.settings import Settings
+from cairn.core.settings import MemorySettings
 from cairn.db import Database
 from cairn.db.models import MemoryOutbox, MemoryRow, utcnow
 from cairn.memory.ranking import decay
 
-__all__ = ["TierPolicy", "TierReport", "collect_garbage", "rotate_tiers", "standing_score"]
+__all__ = ["TierReport", "collect_garbage", "rotate_tiers", "standing_score"]
 
 TIERS = ("hot", "warm", "cold")
-
-
-@dataclass(frozen=True, slots=True)
-class TierPolicy:
-    """Thresholds and budgets of tier rotation (from the CAIRN_MEMORY_* settings)."""
-
-    half_life_days: float = 30.0
-    warm_below: float = 0.5
-    cold_below: float = 0.1
-    hot_budget: int = 2000
-    warm_budget: int = 20000
-    prune_after_days: float = 365.0
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> TierPolicy:
-        """The policy the CAIRN_MEMORY_* settings describe."""
-        return cls(
-            half_life_days=settings.memory_half_life_days,
-            warm_below=settings.memory_warm_below,
-            cold_below=settings.memory_cold_below,
-            hot_budget=settings.memory_hot_budget,
-            warm_budget=settings.memory_warm_budget,
-            prune_after_days=settings.memory_prune_after_days,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +48,7 @@ def standing_score(row: MemoryRow, now: datetime, half_life_days: float) -> floa
 def rotate_tiers(
     db: Database,
     tenant: str,
-    policy: TierPolicy,
+    policy: MemorySettings,
     *,
     now: datetime | None = None,
     progress: ProgressCallback | None = None,
@@ -125,7 +101,7 @@ def rotate_tiers(
 def collect_garbage(
     db: Database,
     tenant: str,
-    policy: TierPolicy,
+    policy: MemorySettings,
     *,
     now: datetime | None = None,
     dry_run: bool = False,

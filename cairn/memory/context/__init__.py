@@ -11,7 +11,6 @@
 from cairn.memory.context.artifacts import ArtifactStore
 from cairn.memory.context.classic import ClassicCompiler
 from cairn.memory.context.compiler import CompiledPrompt, compile_prompt, speaker_line
-from cairn.memory.context.config import EngineConfig
 from cairn.memory.context.engine import ContextEngine, TurnContext, agent_instructions
 from cairn.memory.context.state import SessionState
 
@@ -20,7 +19,6 @@ __all__ = [
     "ClassicCompiler",
     "CompiledPrompt",
     "ContextEngine",
-    "EngineConfig",
     "SessionState",
     "TurnContext",
     "agent_instructions",
