@@ -52,7 +52,7 @@ class Runtime:
     def working(self) -> WorkingMemory:
         """The agents' scratchpads: in Redis when configured, else in this process; built once."""
         if self._working is None:
-            self._working = build_working_memory(self.redis, self.settings.working_memory_ttl)
+            self._working = build_working_memory(self.redis, self.settings.memory.working_ttl)
         return self._working
 
     def close(self) -> None:
@@ -66,7 +66,7 @@ class Runtime:
 
 def build_llm(settings: Settings) -> LLM:
     """The LLM adapter the settings ask for."""
-    if settings.llm_provider == "anthropic":
+    if settings.llm.provider == "anthropic":
         from cairn.llm.anthropic import AnthropicLLM
 
         return AnthropicLLM.from_settings(settings)
@@ -103,7 +103,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True, index: bool = Tru
         except redis.RedisError as exc:
             var = "CAIRN_REDIS_URL" if settings.redis_url else "CAIRN_BROKER_URL"
             raise ConfigError(f"{var}: cannot reach Redis at {mask_url(url)}: {exc}") from exc
-        locks = RedisLocks(client, ttl=settings.lock_ttl)
+        locks = RedisLocks(client, ttl=settings.workers.lock_ttl)
     memory = MemoryStore.from_settings(db, settings, index=index)
     memory.reconcile()  # replay index work a crash left behind, refill a new collection
     return Runtime(settings=settings, db=db, memory=memory, locks=locks, redis=client)

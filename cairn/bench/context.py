@@ -19,12 +19,12 @@ from typing import Any
 import click
 
 from cairn.bench.opsgen import Fact, GeneratedTurn, generate_thread
+from cairn.core.settings import ContextSettings
 from cairn.core.stats import percentiles
 from cairn.db import Database
 from cairn.db.models import EventKind, EventStatus
 from cairn.llm.types import ToolSpec
 from cairn.memory.context.classic import ClassicCompiler
-from cairn.memory.context.config import EngineConfig
 from cairn.memory.context.engine import ContextEngine, TurnContext, tools_tokens
 from cairn.sessions.log import EventLog, ThreadRef
 
@@ -111,7 +111,7 @@ def _drive(
     log = EventLog(db)
     session = log.open_session(ThreadRef("bench", "bench", "ops", "incident"), "cairn")
     assert session.id is not None
-    config = EngineConfig(budget=budget)
+    config = ContextSettings(budget=budget)
     engine = ContextEngine(db, config)
     classic = ClassicCompiler(db, budget=budget, truncate=False)
     extra = tools_tokens(tools)

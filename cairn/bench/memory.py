@@ -23,11 +23,11 @@ from typing import Any
 import click
 
 from cairn.core.errors import InvalidInput
+from cairn.core.settings import MemorySettings
 from cairn.core.stats import percentiles
 from cairn.db import Database
 from cairn.memory.embed import Embedder, build_embedder
 from cairn.memory.index import embedded_index
-from cairn.memory.ranking import RankWeights
 from cairn.memory.scope import Scope, Source, Visibility
 from cairn.memory.store import MemoryStore
 from cairn.memory.terms import terms
@@ -66,7 +66,7 @@ class RecallReport:
 
 @contextmanager
 def _scratch_store(
-    embedder: Embedder | None, weights: RankWeights | None = None
+    embedder: Embedder | None, weights: MemorySettings | None = None
 ) -> Iterator[MemoryStore]:
     with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp:
         db = Database(f"sqlite:///{tmp}/bench.db")
@@ -108,7 +108,7 @@ def run_recall(
     data: Path,
     ks: tuple[int, ...],
     embedder: Embedder | None,
-    weights: RankWeights | None = None,
+    weights: MemorySettings | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> RecallReport:
     """Score cairn and the baselines on every LoCoMo conversation file in ``data``.
@@ -260,12 +260,12 @@ def bench_recall(data: Path | None, ks: str, as_json: bool) -> None:
         folder = data or default_locomo()
         if not folder.is_dir():
             raise InvalidInput(f"no LoCoMo data at {folder}; pass --data DIR")
-        embedder = build_embedder(settings.embeddings, settings.embedding_engine)
+        embedder = build_embedder(settings.memory.embeddings, settings.memory.embedding_engine)
         report = run_recall(
             folder,
             cutoffs,
             embedder,
-            RankWeights.from_settings(settings),
+            settings.memory,
             progress=None if as_json else lambda line: click.echo(line, err=True),
         )
         result = report.as_dict()
@@ -383,7 +383,7 @@ def bench_scale(memories: str, queries: int, as_json: bool) -> None:
     with cli_errors():
         settings = load_settings()
         sizes = _parse_ks(memories)
-        embedder = build_embedder(settings.embeddings, settings.embedding_engine)
+        embedder = build_embedder(settings.memory.embeddings, settings.memory.embedding_engine)
         result = {"sizes": {str(n): run_scale(n, embedder, queries=queries) for n in sizes}}
         if as_json:
             click.echo(json.dumps(result))

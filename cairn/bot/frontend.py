@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
+from operator import attrgetter
 from typing import Protocol
 
 from cairn.bot.pipeline import Pipeline
@@ -37,8 +38,8 @@ class Frontend(Protocol):
 
 # (settings attribute that enables it, module, class) for each platform adapter.
 _ADAPTERS = (
-    ("slack_enabled", "cairn.bot.slack", "SlackFrontend"),
-    ("matrix_homeserver", "cairn.bot.matrix", "MatrixFrontend"),
+    ("slack.enabled", "cairn.bot.slack", "SlackFrontend"),
+    ("matrix.homeserver", "cairn.bot.matrix", "MatrixFrontend"),
 )
 
 
@@ -46,7 +47,7 @@ def configured_frontends(pipeline: Pipeline, settings: Settings) -> list[Fronten
     """The adapters the settings configure (empty: use the console)."""
     frontends: list[Frontend] = []
     for attribute, module_name, class_name in _ADAPTERS:
-        if not getattr(settings, attribute):
+        if not attrgetter(attribute)(settings):
             continue
         module = importlib.import_module(module_name)
         frontends.append(getattr(module, class_name)(pipeline, settings))

@@ -159,7 +159,7 @@ def _vectors(settings: Settings) -> Check:
     from cairn.memory.index import IndexUnavailable, index_for
 
     try:
-        embedder = build_embedder(settings.embeddings, settings.embedding_engine)
+        embedder = build_embedder(settings.memory.embeddings, settings.memory.embedding_engine)
     except ConfigError as exc:
         return Check("vectors", "fail", str(exc), "install the model or fix CAIRN_EMBEDDINGS")
     model = f"embeddings {embedder.name}" if embedder else "no embedding model: lexical search"
@@ -180,7 +180,7 @@ def _vectors(settings: Settings) -> Check:
 
 
 def _llm(settings: Settings) -> Check:
-    if settings.llm_provider == "offline":
+    if settings.llm.provider == "offline":
         return Check(
             "llm",
             "warn",
@@ -189,19 +189,19 @@ def _llm(settings: Settings) -> Check:
         )
     import anthropic
 
-    assert settings.anthropic_api_key is not None
+    assert settings.llm.anthropic_api_key is not None
     client = anthropic.Anthropic(
-        api_key=settings.anthropic_api_key.get_secret_value(),
-        base_url=settings.anthropic_base_url or "https://api.anthropic.com",
+        api_key=settings.llm.anthropic_api_key.get_secret_value(),
+        base_url=settings.llm.anthropic_base_url or "https://api.anthropic.com",
         max_retries=0,
         timeout=10.0,
     )
     try:
-        model = client.models.retrieve(settings.model)
+        model = client.models.retrieve(settings.llm.model)
     except anthropic.AuthenticationError:
         return Check("llm", "fail", "the API rejected ANTHROPIC_API_KEY", "set a valid key")
     except anthropic.NotFoundError:
-        return Check("llm", "fail", f"model {settings.model!r} not found", "fix CAIRN_MODEL")
+        return Check("llm", "fail", f"model {settings.llm.model!r} not found", "fix CAIRN_MODEL")
     except anthropic.APIError as exc:
         return Check(
             "llm",
@@ -221,10 +221,10 @@ def _get_json(url: str, headers: dict[str, str], *, data: bytes | None = None) -
 
 
 def _slack(settings: Settings) -> Check:
-    if settings.slack_bot_token is None:
+    if settings.slack.bot_token is None:
         return Check("slack", "skip", "not configured")
-    url = settings.slack_api_url.rstrip("/") + "/auth.test"
-    token = settings.slack_bot_token.get_secret_value()
+    url = settings.slack.api_url.rstrip("/") + "/auth.test"
+    token = settings.slack.bot_token.get_secret_value()
     try:
         answer = _get_json(url, {"Authorization": f"Bearer {token}"}, data=b"")
     except (urllib.error.URLError, OSError, ValueError) as exc:
@@ -236,26 +236,26 @@ def _slack(settings: Settings) -> Check:
             f"auth.test said {answer.get('error')}",
             "reinstall the app and set SLACK_BOT_TOKEN",
         )
-    mode = "Socket Mode" if settings.slack_app_token else "HTTP events"
+    mode = "Socket Mode" if settings.slack.app_token else "HTTP events"
     return Check("slack", "ok", f"workspace {answer.get('team')} as {answer.get('user')}, {mode}")
 
 
 def _matrix(settings: Settings) -> Check:
-    if not settings.matrix_homeserver:
+    if not settings.matrix.homeserver:
         return Check("matrix", "skip", "not configured")
-    base = settings.matrix_homeserver.rstrip("/")
+    base = settings.matrix.homeserver.rstrip("/")
     try:
         versions = _get_json(f"{base}/_matrix/client/versions", {})
     except (urllib.error.URLError, OSError, ValueError) as exc:
         return Check("matrix", "fail", f"cannot reach {base}: {exc}", "check MATRIX_HOMESERVER")
-    if settings.matrix_access_token is None:
+    if settings.matrix.access_token is None:
         return Check(
             "matrix",
             "ok",
             f"{base} answers (versions {versions.get('versions', [])[-1:]});"
             " the password login is tried at start",
         )
-    token = settings.matrix_access_token.get_secret_value()
+    token = settings.matrix.access_token.get_secret_value()
     try:
         who = _get_json(
             f"{base}/_matrix/client/v3/account/whoami", {"Authorization": f"Bearer {token}"}
@@ -269,11 +269,11 @@ def _matrix(settings: Settings) -> Check:
         )
     except (urllib.error.URLError, OSError, ValueError) as exc:
         return Check("matrix", "fail", f"whoami failed: {exc}", "check MATRIX_HOMESERVER")
-    if who.get("user_id") != settings.matrix_user_id:
+    if who.get("user_id") != settings.matrix.user_id:
         return Check(
             "matrix",
             "fail",
-            f"the token belongs to {who.get('user_id')}, not {settings.matrix_user_id}",
+            f"the token belongs to {who.get('user_id')}, not {settings.matrix.user_id}",
             "fix MATRIX_USER_ID or MATRIX_ACCESS_TOKEN",
         )
     return Check("matrix", "ok", f"{base} as {who['user_id']}")

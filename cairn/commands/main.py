@@ -146,7 +146,7 @@ def run() -> None:
 
     with cli_errors():
         settings = load_settings()
-        if not (settings.slack_enabled or settings.matrix_homeserver):
+        if not (settings.slack.enabled or settings.matrix.homeserver):
             click.get_current_context().invoke(chat)
             return
         pipeline = Pipeline.open(settings)
@@ -271,7 +271,7 @@ def show_config(as_json: bool) -> None:
         shown = settings.redacted()
         shown["(database)"] = mask_url(settings.effective_database_url)
         shown["(vectors)"] = mask_url(settings.qdrant_url or str(settings.qdrant_path))
-        shown["(llm)"] = settings.llm_provider
+        shown["(llm)"] = settings.llm.provider
         shown["(config file)"] = str(config_file() or "none")
         if as_json:
             click.echo(json.dumps(shown, indent=2, default=str))

@@ -376,14 +376,14 @@ def memory_gc(tenant: str, dry_run: bool, as_json: bool) -> None:
 
     Pruning is a retraction with its reason recorded, never a delete.
     """
-    from cairn.memory.tiers import TierPolicy, collect_garbage
+    from cairn.memory.tiers import collect_garbage
 
     with scoped_runtime(tenant, None) as (rt, _):
         with progress_bar("collecting", quiet=as_json) as progress:
             report = collect_garbage(
                 rt.db,
                 tenant,
-                TierPolicy.from_settings(rt.settings),
+                rt.settings.memory,
                 dry_run=dry_run,
                 progress=progress,
             )

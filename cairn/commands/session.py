@@ -12,6 +12,7 @@ from sqlmodel import select
 from cairn.commands.common import name_checker
 from cairn.commands.memory import memory_json, scoped_runtime, tenant_option
 from cairn.core.errors import ConfigError, InvalidInput, NotFound
+from cairn.core.settings import ContextSettings
 from cairn.db import Database
 from cairn.db.models import AgentSession
 
@@ -60,7 +61,6 @@ def session_report(
     """
     from cairn.db.models import SessionEvent
     from cairn.memory.context.artifacts import ArtifactStore
-    from cairn.memory.context.config import EngineConfig
     from cairn.memory.context.engine import ContextEngine
     from cairn.memory.context.state import tier
 
@@ -75,9 +75,9 @@ def session_report(
     try:
         from cairn.core.settings import get_settings
 
-        config = EngineConfig.from_settings(get_settings())
+        config = get_settings().context
     except ConfigError:
-        config = EngineConfig()
+        config = ContextSettings()
     engine = ContextEngine(db, config)
     state = engine.checkpoint(session.id or 0)
     rows = engine.telemetry(session.id or 0)

@@ -102,17 +102,17 @@ class AnthropicLLM:
 
         Raises ConfigError when ANTHROPIC_API_KEY is not set.
         """
-        if settings.anthropic_api_key is None:
+        if settings.llm.anthropic_api_key is None:
             raise ConfigError(
                 "ANTHROPIC_API_KEY is not set; set it to use Anthropic, or set CAIRN_LLM=offline"
             )
         return cls(
-            settings.anthropic_api_key.get_secret_value(),
-            settings.model,
-            base_url=settings.anthropic_base_url,
-            max_retries=settings.llm_max_retries,
-            timeout=settings.llm_timeout,
-            stream=settings.llm_stream,
+            settings.llm.anthropic_api_key.get_secret_value(),
+            settings.llm.model,
+            base_url=settings.llm.anthropic_base_url,
+            max_retries=settings.llm.max_retries,
+            timeout=settings.llm.timeout,
+            stream=settings.llm.stream,
         )
 
     def __repr__(self) -> str:

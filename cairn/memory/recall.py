@@ -18,19 +18,13 @@ from sqlalchemy import select as sa_select
 from sqlmodel import col
 
 from cairn.core.logs import Throttle
+from cairn.core.settings import MemorySettings
 from cairn.db import Database
 from cairn.db.models import MemoryRow, utcnow
 from cairn.memory.embed import Embedder
 from cairn.memory.index import IndexUnavailable, VectorIndex
 from cairn.memory.periods import Period, mentioned_periods, without_dates
-from cairn.memory.ranking import (
-    RankWeights,
-    Standing,
-    fuse,
-    fuse_scores,
-    modifier,
-    neighbours_boost,
-)
+from cairn.memory.ranking import Standing, fuse, fuse_scores, modifier, neighbours_boost
 from cairn.memory.records import Memory, visible_to
 from cairn.memory.scope import Scope
 from cairn.memory.terms import terms
@@ -70,7 +64,7 @@ class Recall:
         db: Database,
         index: VectorIndex | None,
         embedder: Embedder | None,
-        weights: RankWeights,
+        weights: MemorySettings,
         default_k: int,
     ) -> None:
         self.db = db
@@ -145,18 +139,18 @@ class Recall:
         """
         k = k or self.default_k
         w = self.weights
-        periods = mentioned_periods(query) if w.period > 0 else ()
-        pool = max(w.pool, 4 * k)
+        periods = mentioned_periods(query) if w.weight_period > 0 else ()
+        pool = max(w.candidates, 4 * k)
         # A date the query names becomes a period; the rest of the query is what to look for.
         search = (without_dates(query) or query) if periods else query
         found = self.candidates(search, scope, pool, vector=vector, periods=periods)
         if w.fusion == "score":
-            fused = fuse_scores([(w.lexical, found.lexical), (w.dense, found.dense)])
+            fused = fuse_scores([(w.weight_lexical, found.lexical), (w.weight_dense, found.dense)])
         else:
             fused = fuse(
                 [
-                    (w.lexical, [mid for mid, _ in found.lexical]),
-                    (w.dense, [mid for mid, _ in found.dense]),
+                    (w.weight_lexical, [mid for mid, _ in found.lexical]),
+                    (w.weight_dense, [mid for mid, _ in found.dense]),
                 ]
             )
         if not fused:
@@ -176,16 +170,16 @@ class Recall:
             }
             if periods:
                 fused = {
-                    mid: score * (1.0 + w.period) if _within(rows[mid], periods) else score
+                    mid: score * (1.0 + w.weight_period) if _within(rows[mid], periods) else score
                     for mid, score in fused.items()
                     if mid in rows
                 }
             fused = dict(sorted(fused.items(), key=lambda kv: -kv[1])[:best])
             rows = {mid: rows[mid] for mid in fused if mid in rows}
             scores = fused
-            if w.context > 0 and w.context_turns > 0:
+            if w.weight_context > 0 and w.context_turns > 0:
                 neighbours = self._neighbours(conn, scope, rows, w.context_turns)
-                scores = neighbours_boost(fused, neighbours, w.context)
+                scores = neighbours_boost(fused, neighbours, w.weight_context)
             weighted = {
                 mid: scores[mid] * modifier(w, _standing(row, scope), now)
                 for mid, row in rows.items()

@@ -20,12 +20,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from cairn.core.errors import NotFound
+from cairn.core.settings import MemorySettings
 from cairn.db import Database, ensure_tenant
 from cairn.db.models import MemoryOutbox, MemoryRow, utcnow
 from cairn.memory.embed import Embedder
 from cairn.memory.index import IndexUnavailable, VectorIndex
 from cairn.memory.index_outbox import IndexOutbox
-from cairn.memory.ranking import RankWeights
 from cairn.memory.recall import Recall
 from cairn.memory.records import Memory, checked_memory, content_hash, visible_to
 from cairn.memory.scope import Scope, Source, Visibility
@@ -66,13 +66,13 @@ class MemoryStore:
         index: VectorIndex | None,
         *,
         embedder: Embedder | None = None,
-        weights: RankWeights | None = None,
+        weights: MemorySettings | None = None,
         default_k: int = 5,
     ) -> None:
         self.db = db
         self.index = index
         self.embedder = embedder
-        self.weights = weights or RankWeights()
+        self.weights = weights or MemorySettings()
         self.default_k = default_k
         self._tenants: set[str] = set()  # known to exist in the database
         self.index_outbox = IndexOutbox(db, index, embedder)
@@ -93,15 +93,15 @@ class MemoryStore:
         from cairn.memory.embed import build_embedder
         from cairn.memory.index import index_for
 
-        embedder = build_embedder(settings.embeddings, settings.embedding_engine)
+        embedder = build_embedder(settings.memory.embeddings, settings.memory.embedding_engine)
         dim = embedder.dim if embedder is not None else None
         vectors = index_for(settings, dim) if index else None
         return cls(
             db,
             vectors,
             embedder=embedder,
-            weights=RankWeights.from_settings(settings),
-            default_k=settings.recall_k,
+            weights=settings.memory,
+            default_k=settings.memory.recall_k,
         )
 
     # --- writes -------------------------------------------------------------------------

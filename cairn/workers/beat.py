@@ -134,7 +134,7 @@ class OneScheduler(Scheduler):  # type: ignore[misc]
         self._client: redis.Redis[bytes] = redis.Redis.from_url(
             settings.broker_url, socket_timeout=5, socket_connect_timeout=5
         )
-        self.lock = SchedulerLock(self._client, ttl=settings.lock_ttl)
+        self.lock = SchedulerLock(self._client, ttl=settings.workers.lock_ttl)
         self.parent: int | None = None  # the worker this beat ends with, when embedded in one
         super().__init__(app, *args, **kwargs)
 

@@ -36,7 +36,7 @@ from cairn.db.models import (
 )
 from cairn.llm.types import LLMRequest
 from cairn.memory import Memory, Scope, Source
-from cairn.memory.context import ContextEngine, EngineConfig, TurnContext, agent_instructions
+from cairn.memory.context import ContextEngine, TurnContext, agent_instructions
 from cairn.memory.working import Pad, Scratchpad
 from cairn.memos import MemoBox
 from cairn.runtime import Runtime
@@ -98,7 +98,7 @@ def handle_pending(rt: Runtime, session_id: int) -> int:
     handled = 0
     while True:
         try:
-            with rt.locks.hold(f"session:{session_id}", wait=rt.settings.lock_wait):
+            with rt.locks.hold(f"session:{session_id}", wait=rt.settings.workers.lock_wait):
                 # The session is read once per hold: what a turn uses of it never changes.
                 session, pending = events.pending(session_id)
                 for event in pending:
@@ -195,10 +195,8 @@ def _turn(
     # The context engine resumes the session (checkpoint + newer events) and folds this message
     # in; pastes in it become artifacts and cards before anything reaches the model.
     # Its checkpoint and telemetry are written with the reply, in one transaction.
-    turn = ContextEngine(rt.db, EngineConfig.from_settings(rt.settings)).begin(
-        session, event, deferred=True
-    )
-    recalled = rt.memory.recall(turn.query, scope, rt.settings.recall_k)
+    turn = ContextEngine(rt.db, rt.settings.context).begin(session, event, deferred=True)
+    recalled = rt.memory.recall(turn.query, scope, rt.settings.memory.recall_k)
     memos = MemoBox(rt.db).inbox(session.tenant_id, agent, include_read=False)
     system = SYSTEM_FRAME.format(agent=agent)
     spec = rt.settings.agent_spec(agent)
@@ -229,12 +227,14 @@ def _turn(
         system=compiled.system,
         context=compiled.context,
         messages=compiled.messages,
-        max_tokens=rt.settings.max_output_tokens,
+        max_tokens=rt.settings.llm.max_output_tokens,
         metadata={"text": event.text, "user": event.user, "thread": session.thread_ref},
         model=spec.model,
     )
     turn_log = _TurnLog(events, session, event)
-    outcome = run_agent(rt.llm, request, toolbox, turn_log, max_rounds=rt.settings.max_tool_rounds)
+    outcome = run_agent(
+        rt.llm, request, toolbox, turn_log, max_rounds=rt.settings.llm.max_tool_rounds
+    )
     turn.finish()
     if compiled.memo_ids:  # shown to the agent: read, though not yet acknowledged
         MemoBox(rt.db).mark_read(session.tenant_id, agent, list(compiled.memo_ids))

@@ -28,7 +28,7 @@ from sqlmodel import select
 
 from cairn.core.settings import Settings
 from cairn.db.models import Tenant, utcnow
-from cairn.memory.tiers import TierPolicy, collect_garbage
+from cairn.memory.tiers import collect_garbage
 from cairn.memos.box import MemoBox
 from cairn.runtime import Runtime
 from cairn.sessions.log import EventLog
@@ -67,7 +67,7 @@ def reconcile_index(rt: Runtime) -> int:
 
 def rotate_tiers(rt: Runtime) -> int:
     """Decay and tier rotation (and rule-based garbage collection) for every tenant."""
-    policy = TierPolicy.from_settings(rt.settings)
+    policy = rt.settings.memory
     with rt.db.session() as s:
         tenants = list(s.exec(select(Tenant.id)).all())
     for tenant in tenants:
@@ -78,7 +78,7 @@ def rotate_tiers(rt: Runtime) -> int:
 def expire_memos(rt: Runtime) -> int:
     """Delete memos that expired more than CAIRN_MEMO_KEEP_EXPIRED seconds ago; returns how many."""
     purged = MemoBox(rt.db).purge_expired(
-        older_than=timedelta(seconds=rt.settings.memo_keep_expired)
+        older_than=timedelta(seconds=rt.settings.workers.memo_keep_expired)
     )
     if purged:
         log.info("deleted %d expired memos", purged)
@@ -97,7 +97,7 @@ def stale_sessions(rt: Runtime, *, older_than: float) -> list[int]:
 def requeue_stale(rt: Runtime, submit: Submit) -> int:
     """Queue again (``submit``) the sessions whose pending events waited longer than
     CAIRN_STALE_AFTER; returns how many."""
-    sessions = stale_sessions(rt, older_than=rt.settings.stale_after)
+    sessions = stale_sessions(rt, older_than=rt.settings.workers.stale_after)
     for session_id in sessions:
         submit(session_id)
     return len(sessions)
@@ -138,14 +138,14 @@ class UpkeepJob:
 
 
 def _each_beat(settings: Settings) -> float:
-    return settings.beat_interval
+    return settings.workers.beat_interval
 
 
 def _each_five_minutes(settings: Settings) -> float:
     # Ending a session extracts its learnings with the model: a round may take a while, and
     # the next must not start on the same sessions meanwhile. Minutes late is nothing for
     # sessions idle for CAIRN_SESSION_IDLE (six hours by default, a minute at least).
-    return max(settings.beat_interval, 300.0)
+    return max(settings.workers.beat_interval, 300.0)
 
 
 def _hourly(settings: Settings) -> float:
@@ -160,7 +160,7 @@ JOBS: tuple[UpkeepJob, ...] = (
     UpkeepJob(
         "end-idle-sessions",
         "cairn.end_idle_sessions",
-        lambda rt, _: len(end_idle_sessions(rt, idle=rt.settings.session_idle)),
+        lambda rt, _: len(end_idle_sessions(rt, idle=rt.settings.workers.session_idle)),
         _each_five_minutes,
     ),
     UpkeepJob("rotate-tiers", "cairn.rotate_tiers", lambda rt, _: rotate_tiers(rt), _hourly),

@@ -15,7 +15,7 @@ from cairn.core.progress import progress_bar
 from cairn.memory import Scope
 from cairn.memory.portable import export_memories, import_memories
 from cairn.memory.reindex import reindex
-from cairn.memory.tiers import TierPolicy, collect_garbage
+from cairn.memory.tiers import collect_garbage
 from cairn.runtime import Runtime
 
 FACTS = [f"service {n} is owned by team {n % 3}" for n in range(12)]
@@ -76,9 +76,7 @@ def test_export_import_gc_and_reindex_drive_their_progress_to_the_total(
     assert indexed.calls == [(5, n), (10, n), (n, n)]
 
     collected = _Heard()
-    gc = collect_garbage(
-        runtime.db, "console", TierPolicy.from_settings(runtime.settings), progress=collected
-    )
+    gc = collect_garbage(runtime.db, "console", runtime.settings.memory, progress=collected)
     assert gc.pruned == 0
     assert collected.last == (n, n)
 

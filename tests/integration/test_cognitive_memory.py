@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from cairn.core.errors import InvalidInput
+from cairn.core.settings import MemorySettings
 from cairn.db import Database
 from cairn.db.models import MemoryRow
 from cairn.memory import MemoryStore, Scope, Source, Visibility
 from cairn.memory.embed import build_embedder
 from cairn.memory.index import EdgeIndex, QdrantIndex, port
 from cairn.memory.portable import export_memories, import_memories
-from cairn.memory.tiers import TierPolicy, collect_garbage, rotate_tiers
+from cairn.memory.tiers import collect_garbage, rotate_tiers
 
 OPS = Scope("acme", "ops", "C1", "ann", "t1")
 REVIEW = Scope("acme", "review", "C2", "bob", "t2")
@@ -152,13 +153,15 @@ def test_tiers_move_by_decay_as_configured(store: MemoryStore) -> None:
     year = store.remember("year old fact about shards", OPS).memory
     _age(store.db, month.id, 45)
     _age(store.db, year.id, 400)
-    policy = TierPolicy(half_life_days=30, warm_below=0.5, cold_below=0.1)
+    policy = MemorySettings(half_life_days=30, warm_below=0.5, cold_below=0.1)
     report = rotate_tiers(store.db, "acme", policy)
     tiers = {m.id: m.tier for m in store.newest(OPS)}
     assert tiers == {fresh.id: "hot", month.id: "warm", year.id: "cold"}
     assert report.counts == {"hot": 1, "warm": 1, "cold": 1}
     # A half-life of a year keeps the 45-day-old memory hot.
-    rotate_tiers(store.db, "acme", TierPolicy(half_life_days=365, warm_below=0.5, cold_below=0.1))
+    rotate_tiers(
+        store.db, "acme", MemorySettings(half_life_days=365, warm_below=0.5, cold_below=0.1)
+    )
     assert {m.id: m.tier for m in store.newest(OPS)}[month.id] == "hot"
 
 
@@ -168,7 +171,7 @@ def test_the_hot_budget_demotes_the_lowest_scores(store: MemoryStore) -> None:
     ]
     for n, memory_id in enumerate(ids):
         _age(store.db, memory_id, n)  # older ones score lower
-    rotate_tiers(store.db, "acme", TierPolicy(hot_budget=2, warm_budget=10))
+    rotate_tiers(store.db, "acme", MemorySettings(hot_budget=2, warm_budget=10))
     tiers = {m.id: m.tier for m in store.newest(OPS)}
     assert [tiers[i] for i in ids] == ["hot", "hot", "warm", "warm"]
 
@@ -180,7 +183,7 @@ def test_gc_tombstones_stale_cold_memories_and_keeps_confirmed_ones(store: Memor
     store.adjust(confirmed.id, validity=1.0, confirmed=True)
     for memory_id in (stale.id, confirmed.id):
         _age(store.db, memory_id, 800)
-    policy = TierPolicy(prune_after_days=365)
+    policy = MemorySettings(prune_after_days=365)
     assert collect_garbage(store.db, "acme", policy, dry_run=True).pruned == 1
     assert store.get(stale.id, OPS).retracted is False  # type: ignore[union-attr]
     report = collect_garbage(store.db, "acme", policy)
@@ -197,7 +200,7 @@ def test_bulk_operations_need_an_explicit_tenant(store: MemoryStore) -> None:
     with pytest.raises(InvalidInput, match="tenant"):
         list(export_memories(store.db, ""))
     with pytest.raises(InvalidInput, match="tenant"):
-        rotate_tiers(store.db, "", TierPolicy())
+        rotate_tiers(store.db, "", MemorySettings())
 
 
 def test_export_and_import_round_trip_losslessly(

@@ -15,11 +15,11 @@ from click.testing import CliRunner
 from cairn.bench.context import finish_turn
 from cairn.bench.opsgen import generate_thread
 from cairn.cli import main
-from cairn.core.settings import load_settings
+from cairn.core.settings import ContextSettings, load_settings
 from cairn.db import Database
 from cairn.db.models import ContextCheckpoint, EventKind, EventStatus, SessionEvent
 from cairn.llm.types import LLMRequest, LLMResponse, TextBlock, ToolUseBlock
-from cairn.memory.context import CompiledPrompt, ContextEngine, EngineConfig
+from cairn.memory.context import CompiledPrompt, ContextEngine
 from cairn.memos import MemoBox
 from cairn.runtime import Runtime, build_runtime, reset_runtime
 from cairn.sessions.events import ChatEvent
@@ -115,7 +115,7 @@ def test_a_200_kb_paste_becomes_a_card_and_the_agent_can_retrieve_the_original(
     assert page["text"] == log[:20000]
     assert page["next_offset"] == 20000
 
-    engine = ContextEngine(big_runtime.db, EngineConfig())
+    engine = ContextEngine(big_runtime.db, ContextSettings())
     content, kind = engine.artifacts.get("acme", artifact_ids[0], session_id=session_id)
     assert (content, kind) == (log, "log")
     with pytest.raises(Exception, match="no artifact"):
@@ -210,7 +210,7 @@ def _drive(db: Database, turns: int) -> tuple[list[str], dict[int, dict[str, Any
     log = EventLog(db)
     session = log.open_session(ThreadRef("console", "acme", "C1", "ops"), "cairn")
     assert session.id is not None
-    engine = ContextEngine(db, EngineConfig(budget=20000))
+    engine = ContextEngine(db, ContextSettings(budget=20000))
     prompts: list[str] = []
     checkpoints: dict[int, dict[str, Any]] = {}
     for turn in generate_thread(turns, seed=11)[0]:
@@ -267,7 +267,7 @@ def test_resuming_from_a_checkpoint_gives_the_prompt_of_the_uninterrupted_sessio
                 s.add(ContextCheckpoint(session_id=1, through_seq=checkpoints[stale]["through_seq"],
                                         turn=stale, state=checkpoints[stale]))  # fmt: skip
         session = EventLog(db).session(1)
-        compiled = ContextEngine(db, EngineConfig(budget=20000)).begin(session, current)
+        compiled = ContextEngine(db, ContextSettings(budget=20000)).begin(session, current)
         assert _prompt(compiled.compile(system=SYSTEM, tools=TOOLS)) == prompts[-1]
         db.dispose()
     uninterrupted.dispose()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,7 +25,7 @@ def _with(store: MemoryStore, **weights: Any) -> MemoryStore:
         store.db,
         store.index,
         embedder=store.embedder,
-        weights=dataclasses.replace(store.weights, **weights),
+        weights=store.weights.model_copy(update=weights),
     )
 
 
@@ -56,7 +55,7 @@ def test_a_question_naming_a_day_finds_what_was_said_that_day(store: MemoryStore
     question = "why did the deploy fail on 4 March, 2024?"
     found = store.recall(question, OPS, 5, now=LATER, touch=False)
     assert found[0].memory.id == that_day
-    undated = _with(store, period=0.0).recall(question, OPS, 5, now=LATER, touch=False)
+    undated = _with(store, weight_period=0.0).recall(question, OPS, 5, now=LATER, touch=False)
     assert undated[0].memory.id != that_day  # "4 March" alone matches "node 4" better
 
 

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cairn.core.settings import Settings, load_settings
+from cairn.core.settings import MemorySettings, Settings, load_settings
 from cairn.memory import Scope, Source
-from cairn.memory.ranking import RankWeights, Standing, modifier
+from cairn.memory.ranking import Standing, modifier
 from cairn.runtime import Runtime, build_runtime, reset_runtime
 from cairn.sessions.events import ChatEvent, EventType
 from cairn.sessions.ingest import Admission, ingest
@@ -68,10 +68,12 @@ def _react(rt: Runtime, target: str, emoji: str, *, user: str, admin: bool = Fal
 def test_the_untrusted_weight_lowers_the_rank_until_confirmed() -> None:
     now = datetime(2026, 6, 1, tzinfo=UTC)
     base = Standing(now, validity=0.0, usefulness=0.0, disputes=0, tier="hot", same_place=False)
-    trusted = modifier(RankWeights(untrusted=0.6), base, now)
+    trusted = modifier(MemorySettings(weight_untrusted=0.6), base, now)
     doubted = replace(base, untrusted=True)
-    assert modifier(RankWeights(untrusted=0.6), doubted, now) == pytest.approx(0.6 * trusted)
-    assert modifier(RankWeights(untrusted=1.0), doubted, now) == trusted
+    assert modifier(MemorySettings(weight_untrusted=0.6), doubted, now) == pytest.approx(
+        0.6 * trusted
+    )
+    assert modifier(MemorySettings(weight_untrusted=1.0), doubted, now) == trusted
 
 
 def test_a_configured_untrusted_users_memory_starts_unconfirmed_and_flagged(

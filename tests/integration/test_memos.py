@@ -130,7 +130,7 @@ def test_upkeep_deletes_memos_long_past_their_expiry_and_keeps_the_rest(
     assert expire_memos(runtime) == 0
     assert [m.id for m in box.inbox("acme", "review")] == [fresh.id, lasting.id]
     # Far enough past its expiry it goes, with its receipt; the others stay.
-    keep = timedelta(seconds=runtime.settings.memo_keep_expired)
+    keep = timedelta(seconds=runtime.settings.workers.memo_keep_expired)
     later = utcnow() + keep + timedelta(seconds=5)
     assert box.purge_expired(older_than=keep, now=later) == 1
     assert [m.id for m in box.inbox("acme", "review")] == [fresh.id, lasting.id]

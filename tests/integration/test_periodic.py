@@ -119,7 +119,8 @@ def test_the_ticker_runs_each_job_on_its_first_round_then_at_its_own_interval() 
 def test_beat_and_the_in_process_ticker_run_one_schedule(
     runtime: Runtime, beat_interval: float
 ) -> None:
-    settings = runtime.settings.model_copy(update={"beat_interval": beat_interval})
+    workers = runtime.settings.workers.model_copy(update={"beat_interval": beat_interval})
+    settings = runtime.settings.model_copy(update={"workers": workers})
     ticker = upkeep.in_process_ticker(replace(runtime, settings=settings), lambda sid: None)
     in_process = {job.name: job.every for job in ticker.jobs}
     app = configure_celery(settings)

@@ -6,7 +6,6 @@ import json
 
 from cairn.memory import Scope, Source
 from cairn.memory.context import ContextEngine
-from cairn.memory.context.config import EngineConfig
 from cairn.runtime import Runtime
 from cairn.sessions.events import ChatEvent
 from cairn.sessions.ingest import ingest
@@ -42,9 +41,7 @@ def test_a_long_recall_result_becomes_a_card_and_the_artifact_holds_it_all(
     session = log.session(result.session_id or 0)
     event = log.event(result.event_row)
     assert event is not None
-    turn = ContextEngine(runtime.db, EngineConfig.from_settings(runtime.settings)).begin(
-        session, event
-    )
+    turn = ContextEngine(runtime.db, runtime.settings.context).begin(session, event)
     toolbox = Toolbox(runtime.memory, scope, Source(author="ann"), turn)
 
     outcome = toolbox.run("recall", {"query": "runbook restart payments worker pool", "k": 20})

@@ -6,11 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cairn.bench.opsgen import generate_thread
+from cairn.core.settings import ContextSettings
 from cairn.core.tokens import count_tokens
 from cairn.db.models import EventKind
 from cairn.memory.context.bands import band_tokens
 from cairn.memory.context.compiler import compile_prompt
-from cairn.memory.context.config import EngineConfig
 from cairn.memory.context.state import EventView, SessionState, fold
 
 SYSTEM = "You are cairn, a chat-ops assistant in a team chat."
@@ -23,7 +23,7 @@ SYSTEM = "You are cairn, a chat-ops assistant in a team chat."
     recent=st.integers(min_value=1, max_value=12),
 )
 def test_no_compiled_prompt_is_over_the_budget(budget: int, seed: int, recent: int) -> None:
-    config = EngineConfig(budget=budget, recent_turns=recent)
+    config = ContextSettings(budget=budget, recent_turns=recent)
     state = SessionState()
     seq = 0
     thread, _ = generate_thread(60, seed=seed)

@@ -17,7 +17,7 @@ def test_embedded_default_needs_no_setting(clean_env: Path) -> None:
     assert s.effective_database_url == f"sqlite:///{clean_env / 'cairn.db'}"
     assert s.qdrant_path == clean_env / "qdrant"
     assert s.broker_url is None
-    assert s.llm_provider == "offline"
+    assert s.llm.provider == "offline"
 
 
 def test_cairn_home_defaults_to_dot_cairn_in_the_home_folder(
@@ -31,8 +31,8 @@ def test_environment_wins_over_cairn_toml(tmp_path: Path, monkeypatch: pytest.Mo
     (tmp_path / "cairn.toml").write_text('cairn_model = "from-file"\ncairn_recall_k = 9\n')
     monkeypatch.setenv("CAIRN_MODEL", "from-env")
     s = load_settings()
-    assert s.model == "from-env"
-    assert s.recall_k == 9
+    assert s.llm.model == "from-env"
+    assert s.memory.recall_k == 9
 
 
 def test_cairn_config_names_the_file_to_read(
@@ -54,7 +54,7 @@ def test_a_missing_config_file_is_an_error_naming_the_variable(
 
 def test_an_api_key_selects_the_anthropic_provider(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-    assert load_settings().llm_provider == "anthropic"
+    assert load_settings().llm.provider == "anthropic"
 
 
 @pytest.mark.parametrize(
@@ -93,8 +93,8 @@ def test_complete_slack_and_matrix_settings_are_accepted(monkeypatch: pytest.Mon
     }.items():
         monkeypatch.setenv(key, value)
     s = load_settings()
-    assert s.slack_app_token is not None
-    assert s.matrix_user_id == "@cairn:localhost"
+    assert s.slack.app_token is not None
+    assert s.matrix.user_id == "@cairn:localhost"
 
 
 def test_redacted_view_never_shows_secrets(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,7 +6,6 @@ import pytest
 
 from cairn.core.errors import ConfigError
 from cairn.core.settings import load_settings
-from cairn.memory.context import EngineConfig
 
 
 def test_the_engine_reads_its_tuning_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -15,7 +14,7 @@ def test_the_engine_reads_its_tuning_from_the_environment(monkeypatch: pytest.Mo
     monkeypatch.setenv("CAIRN_CONTEXT_HARD_AFTER", "9")
     monkeypatch.setenv("CAIRN_CONTEXT_WEIGHT_RELEVANCE", "3.5")
     monkeypatch.setenv("CAIRN_CONTEXT_COMPACT_AT", "0.5")
-    config = EngineConfig.from_settings(load_settings())
+    config = load_settings().context
     assert (config.mode, config.soft_after, config.hard_after) == ("classic", 4, 9)
     assert (config.weight_relevance, config.compact_at) == (3.5, 0.5)
 

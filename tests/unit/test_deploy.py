@@ -20,7 +20,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from cairn.cli import main
-from cairn.core.settings import Settings, env_name, load_settings
+from cairn.core.settings import load_settings, variables
 
 REPO = Path(__file__).parents[2]
 DEPLOY = REPO / "deploy"
@@ -34,7 +34,7 @@ BACKING_SERVICES = ("redis", "postgres", "qdrant")
 
 OWN_PREFIXES = ("CAIRN_", "SLACK_", "MATRIX_", "ANTHROPIC_")
 # CAIRN_CONFIG names the settings file, so config_file() reads it before there are settings.
-KNOWN_VARIABLES = frozenset({env_name(field) for field in Settings.model_fields} | {"CAIRN_CONFIG"})
+KNOWN_VARIABLES = frozenset({*variables(), "CAIRN_CONFIG"})
 VARIABLE = re.compile(r"\b(?:CAIRN|SLACK|MATRIX|ANTHROPIC)_[A-Z0-9_]+\b")
 URL_VARIABLES = ("CAIRN_DATABASE_URL", "CAIRN_BROKER_URL", "CAIRN_REDIS_URL", "CAIRN_QDRANT_URL")
 ASSIGNMENT = re.compile(r"([A-Z_][A-Z0-9_]*)=(.*)")
@@ -361,10 +361,10 @@ def test_each_example_selects_its_chat_platform(
     _setenv(monkeypatch, active)
     s = load_settings()
     selected = {
-        "slack-socket-mode": bool(s.slack_bot_token and s.slack_app_token),
-        "slack-http": bool(s.slack_bot_token and s.slack_signing_secret and not s.slack_app_token),
-        "matrix": bool(s.matrix_homeserver),
-        "console": not (s.slack_bot_token or s.matrix_homeserver),
+        "slack-socket-mode": bool(s.slack.bot_token and s.slack.app_token),
+        "slack-http": bool(s.slack.bot_token and s.slack.signing_secret and not s.slack.app_token),
+        "matrix": bool(s.matrix.homeserver),
+        "console": not (s.slack.bot_token or s.matrix.homeserver),
     }
     assert [name for name, on in selected.items() if on] == [platform]
 

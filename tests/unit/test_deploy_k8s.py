@@ -11,12 +11,12 @@ import pytest
 import yaml
 
 from cairn.cli import main
-from cairn.core.settings import Settings, env_name, load_settings
+from cairn.core.settings import load_settings, variables
 from cairn.workers.celery_app import app as celery_app
 
 MANIFEST = Path(__file__).parents[2] / "deploy" / "k8s" / "cairn.yaml"
 DOCS: list[dict[str, Any]] = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
-KNOWN = {env_name(field) for field in Settings.model_fields}
+KNOWN = set(variables())
 
 
 def _kind(kind: str) -> list[dict[str, Any]]:

@@ -145,9 +145,9 @@ def test_by_default_only_the_bots_homeserver_may_invite(monkeypatch: pytest.Monk
     monkeypatch.setenv("MATRIX_HOMESERVER", "https://matrix.example.org")
     monkeypatch.setenv("MATRIX_USER_ID", BOT)
     monkeypatch.setenv("MATRIX_PASSWORD", "secret")
-    assert load_settings().matrix_inviters == (":example.org",)
+    assert load_settings().matrix.inviters == (":example.org",)
     monkeypatch.setenv("CAIRN_MATRIX_ALLOWED_INVITERS", "@boss:other.org, :example.net")
-    assert load_settings().matrix_inviters == ("@boss:other.org", ":example.net")
+    assert load_settings().matrix.inviters == ("@boss:other.org", ":example.net")
 
 
 def test_a_malformed_inviter_pattern_is_refused_at_start(monkeypatch: pytest.MonkeyPatch) -> None:

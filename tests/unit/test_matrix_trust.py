@@ -22,9 +22,9 @@ def test_the_bots_own_server_is_always_trusted(monkeypatch) -> None:  # type: ig
     monkeypatch.setenv("MATRIX_HOMESERVER", "http://127.0.0.1:8008")
     monkeypatch.setenv("MATRIX_USER_ID", "@cairn:example.org")
     monkeypatch.setenv("MATRIX_PASSWORD", "secret")
-    assert load_settings().matrix_trusted == ("example.org",)
+    assert load_settings().matrix.trusted == ("example.org",)
     monkeypatch.setenv("CAIRN_MATRIX_TRUSTED_SERVERS", "partner.test, example.org")
-    assert load_settings().matrix_trusted == ("example.org", "partner.test")
+    assert load_settings().matrix.trusted == ("example.org", "partner.test")
 
 
 def _room(users: dict[str, int], redact: int = 50, version: str = "10") -> MatrixRoom:

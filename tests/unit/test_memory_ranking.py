@@ -6,14 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cairn.memory.ranking import (
-    RankWeights,
-    Standing,
-    fuse,
-    fuse_scores,
-    modifier,
-    neighbours_boost,
-)
+from cairn.core.settings import MemorySettings
+from cairn.memory.ranking import Standing, fuse, fuse_scores, modifier, neighbours_boost
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
@@ -32,7 +26,7 @@ def _standing(**changes: object) -> Standing:
 
 
 def test_recency_nudges_but_never_overrides_relevance() -> None:
-    w = RankWeights(recency=0.1, half_life_days=30)
+    w = MemorySettings(weight_recency=0.1, half_life_days=30)
     fresh = modifier(w, _standing(), NOW)
     month = modifier(w, _standing(last_touched=NOW - timedelta(days=30)), NOW)
     ancient = modifier(w, _standing(last_touched=NOW - timedelta(days=3000)), NOW)
@@ -42,14 +36,14 @@ def test_recency_nudges_but_never_overrides_relevance() -> None:
 
 
 def test_feedback_tier_and_place_move_the_modifier_as_weighted() -> None:
-    w = RankWeights()
+    w = MemorySettings()
     neutral = modifier(w, _standing(), NOW)
     assert modifier(w, _standing(validity=2.0), NOW) > neutral
     assert modifier(w, _standing(usefulness=1.0), NOW) > neutral
     assert modifier(w, _standing(disputes=2), NOW) < neutral
-    assert modifier(w, _standing(tier="cold"), NOW) == neutral * w.cold
-    assert modifier(w, _standing(same_place=True), NOW) == neutral * (1 + w.scope)
-    assert modifier(RankWeights(validity=0), _standing(validity=5.0), NOW) == neutral
+    assert modifier(w, _standing(tier="cold"), NOW) == neutral * w.weight_cold
+    assert modifier(w, _standing(same_place=True), NOW) == neutral * (1 + w.weight_scope)
+    assert modifier(MemorySettings(weight_validity=0), _standing(validity=5.0), NOW) == neutral
 
 
 def test_score_fusion_keeps_margins_and_keeps_proposals_above_absentees() -> None:

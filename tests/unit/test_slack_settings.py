@@ -10,11 +10,11 @@ from cairn.core.settings import load_settings
 
 def test_defaults_serve_every_interface_on_port_3000_and_follow_threads() -> None:
     s = load_settings()
-    assert (s.http_host, s.http_port) == ("0.0.0.0", 3000)
-    assert s.slack_follow_threads
-    assert s.slack_answer_without_mention == "questions"
-    assert not s.slack_allow_bots
-    assert not s.slack_enabled
+    assert (s.slack.http_host, s.slack.http_port) == ("0.0.0.0", 3000)
+    assert s.slack.follow_threads
+    assert s.slack.answer_without_mention == "questions"
+    assert not s.slack.allow_bots
+    assert not s.slack.enabled
 
 
 def test_the_oauth_install_needs_no_bot_token(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -22,8 +22,8 @@ def test_the_oauth_install_needs_no_bot_token(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("SLACK_CLIENT_SECRET", "secret")
     monkeypatch.setenv("SLACK_SIGNING_SECRET", "signing")
     s = load_settings()
-    assert s.slack_oauth
-    assert s.slack_enabled
+    assert s.slack.oauth
+    assert s.slack.enabled
     assert s.redacted()["SLACK_CLIENT_SECRET"] == "***"
 
 

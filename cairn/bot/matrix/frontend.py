@@ -47,16 +47,16 @@ class MatrixFrontend:
 
     def __init__(self, pipeline: Pipeline, settings: Settings) -> None:
         """Check the Matrix settings; raises ConfigError naming what is missing."""
-        if not (settings.matrix_homeserver and settings.matrix_user_id):
+        if not (settings.matrix.homeserver and settings.matrix.user_id):
             raise ConfigError("the Matrix frontend needs MATRIX_HOMESERVER and MATRIX_USER_ID")
-        if settings.matrix_encryption and not ENCRYPTION_ENABLED:
+        if settings.matrix.encryption and not ENCRYPTION_ENABLED:
             raise ConfigError(
                 "CAIRN_MATRIX_ENCRYPTION=true needs matrix-nio's e2e extra (vodozemac): "
                 "pip install 'cairn-bot[matrix-e2e]', or unset CAIRN_MATRIX_ENCRYPTION"
             )
         self.pipeline = pipeline
         self.settings = settings
-        self.account = BotAccount(settings.matrix_homeserver.rstrip("/"), settings.matrix_user_id)
+        self.account = BotAccount(settings.matrix.homeserver.rstrip("/"), settings.matrix.user_id)
         self.tenant = self.account.tenant
         self.folder = settings.home_dir / "matrix"
         self.state_file = StateFile(self.folder, self.account.user_id)
@@ -70,7 +70,7 @@ class MatrixFrontend:
         self.typing = Typing(records)
         self.delivery = Delivery(self.account, self.outbox, records, self.dedupe)
         self.inbound = Inbound(pipeline, settings, self.account, records, self.typing)
-        invites = InvitePolicy(settings.matrix_inviters)
+        invites = InvitePolicy(settings.matrix.inviters)
         self.rooms = Rooms(self.account, invites, self.outbox, self.state, self.typing)
         self.sync = Sync(
             self.state,
@@ -78,7 +78,7 @@ class MatrixFrontend:
             self.login,
             self.inbound,
             self.rooms,
-            encryption=settings.matrix_encryption,
+            encryption=settings.matrix.encryption,
         )
 
     # --- the Frontend protocol -------------------------------------------------------------
@@ -120,7 +120,7 @@ class MatrixFrontend:
             max_limit_exceeded=None,  # rate limited: wait as told, however often
             max_timeouts=2,  # then our own backoff takes over, and healthy() says so
             request_timeout=SYNC_TIMEOUT_MS / 1000 + 30,
-            encryption_enabled=self.settings.matrix_encryption,
+            encryption_enabled=self.settings.matrix.encryption,
             store_sync_tokens=False,  # the since token is ours to save, after ingest
         )
         client = AsyncClient(

@@ -147,7 +147,7 @@ class Inbound:
             mentions=mentioned_users(content),
             addressed=addressed,
             agent=self.settings.identity_agent if addressed else None,
-            untrusted=is_untrusted(str(event.sender), self.settings.matrix_trusted),
+            untrusted=is_untrusted(str(event.sender), self.settings.matrix.trusted),
             raw=event.source,
         )
         result = await self._accept(chat, room_id, thread)

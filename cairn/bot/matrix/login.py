@@ -63,7 +63,7 @@ class Login:
             self.account.names = tuple(dict.fromkeys(names))
 
     async def _try_log_in(self, client: AsyncClient) -> None:
-        token = self.settings.matrix_access_token
+        token = self.settings.matrix.access_token
         if token is not None:
             await self._use_token(client, token.get_secret_value(), saved=False)
             return
@@ -74,7 +74,7 @@ class Login:
             except _TokenRejected:
                 log.info("the saved Matrix access token was rejected; logging in again")
                 self.state.access_token = ""
-        password = self.settings.matrix_password
+        password = self.settings.matrix.password
         if password is None:
             raise ConfigError("Matrix needs MATRIX_PASSWORD or MATRIX_ACCESS_TOKEN")
         client.device_id = self.state.device_id or None

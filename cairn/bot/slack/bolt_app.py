@@ -58,7 +58,7 @@ def build_app(
     token its workspace installed. Raises ConfigError when Slack rejects the bot token (Bolt
     checks it with auth.test).
     """
-    secret = settings.slack_signing_secret
+    secret = settings.slack.signing_secret
     bolt_log = logging.getLogger("cairn.bot.slack.bolt")
     bolt_log.addFilter(_quiet_token_warning)
     try:

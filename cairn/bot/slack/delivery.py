@@ -184,7 +184,7 @@ class Delivery:
             log.warning("outbox #%s is for %s, where Cairn is not installed", row.id, row.tenant_id)
             self.outbox.mark_failed(row.id, "not installed in this workspace", give_up=True)
             return False
-        parts = split_message(to_mrkdwn(row.text), self.settings.slack_message_chars)
+        parts = split_message(to_mrkdwn(row.text), self.settings.slack.message_chars)
         done = self._posted.setdefault(row.id, [])
         try:
             for part in parts[len(done) :]:
@@ -286,7 +286,7 @@ class Delivery:
                 log.warning("could not set the assistant status: %s", exc)
         try:
             client.reactions_add(
-                channel=item.channel, timestamp=item.ts, name=self.settings.slack_working_emoji
+                channel=item.channel, timestamp=item.ts, name=self.settings.slack.working_emoji
             )
             return "reaction"
         except (SlackApiError, SlackClientError, OSError) as exc:
@@ -327,7 +327,7 @@ class Delivery:
                 )
             elif item.mode == "reaction":
                 client.reactions_remove(
-                    channel=item.channel, timestamp=item.ts, name=self.settings.slack_working_emoji
+                    channel=item.channel, timestamp=item.ts, name=self.settings.slack.working_emoji
                 )
         except (SlackApiError, SlackClientError, OSError) as exc:
             log.debug("could not clear the working indicator: %s", exc)

@@ -63,17 +63,17 @@ class SlackFrontend:
 
     def __init__(self, pipeline: Pipeline, settings: Settings) -> None:
         """Connect the pieces; raises ConfigError when Slack rejects the bot token."""
-        if not settings.slack_enabled:
+        if not settings.slack.enabled:
             raise ConfigError("set SLACK_BOT_TOKEN (or SLACK_CLIENT_ID and SLACK_CLIENT_SECRET)")
         self.pipeline = pipeline
         self.settings = settings
-        self.socket_mode = settings.slack_app_token is not None
+        self.socket_mode = settings.slack.app_token is not None
         oauth_flow: OAuthFlow | None = None
         self.installations: SQLAlchemyInstallationStore | None = None
         self.workspaces: Workspaces
-        if settings.slack_bot_token is not None:
+        if settings.slack.bot_token is not None:
             # One workspace: the bot token is the simple default even when OAuth is configured.
-            self.client = web_client(settings, settings.slack_bot_token.get_secret_value())
+            self.client = web_client(settings, settings.slack.bot_token.get_secret_value())
             self.workspaces = SingleWorkspace(self.client, _identify(self.client))
         else:
             self.client = web_client(settings, None)
@@ -98,7 +98,7 @@ class SlackFrontend:
         # HTTP mode: what Slack could not have sent is answered 400/401 before Bolt sees it.
         self._guarded: RequestGuard | None = None
         if not self.socket_mode:
-            secret = settings.slack_signing_secret
+            secret = settings.slack.signing_secret
             assert secret is not None  # Settings require it without SLACK_APP_TOKEN
             self._guarded = RequestGuard(self._events, secret.get_secret_value())
         self._socket: SocketModeHandler | None = None
@@ -119,8 +119,8 @@ class SlackFrontend:
         self.delivery.start(stop)
         self._server = create_server(
             self._wsgi,
-            host=self.settings.http_host,
-            port=self.settings.http_port,
+            host=self.settings.slack.http_host,
+            port=self.settings.slack.http_port,
             threads=8,
             ident="cairn",
             clear_untrusted_proxy_headers=True,
@@ -131,9 +131,9 @@ class SlackFrontend:
         http.start()
         try:
             if self.socket_mode:
-                assert self.settings.slack_app_token is not None
+                assert self.settings.slack.app_token is not None
                 self._socket = SocketModeHandler(
-                    self.app, self.settings.slack_app_token.get_secret_value()
+                    self.app, self.settings.slack.app_token.get_secret_value()
                 )
                 self._socket.connect()  # type: ignore[no-untyped-call]
             log.info(
@@ -201,7 +201,7 @@ class SlackFrontend:
         queue = "Celery on Redis" if self.settings.broker_url else "in-process"
         lines = [
             f"*Cairn* is {'healthy' if not failing else 'degraded: ' + ', '.join(failing)}",
-            f"• Slack: {mode}; queue: {queue}; model: {self.settings.llm_provider}",
+            f"• Slack: {mode}; queue: {queue}; model: {self.settings.llm.provider}",
             f"• messages waiting for a worker: {pending}; replies waiting to be posted: {unsent}",
         ]
         return "\n".join(lines)

@@ -236,7 +236,7 @@ class Inbound:
         if mentioned or direct:
             addressed = True
             text = text or "help"  # a bare mention asks what the bot can do
-        elif thread == ts or not self.settings.slack_follow_threads:
+        elif thread == ts or not self.settings.slack.follow_threads:
             return  # channel chatter outside the bot's threads is none of its business
         elif (owner := self._thread_agent(tenant, channel, thread)) is None:
             return
@@ -278,11 +278,11 @@ class Inbound:
         """False for the bot's own messages, and for other bots' unless they are allowed."""
         if event.get("user") == me.user_id or (me.bot_id and event.get("bot_id") == me.bot_id):
             return False
-        return not _is_bot(event) or self.settings.slack_allow_bots
+        return not _is_bot(event) or self.settings.slack.allow_bots
 
     def _clearly_asked(self, text: str) -> bool:
         """Whether a thread message without a mention asks the bot (CAIRN_SLACK_ANSWER_...)."""
-        mode = self.settings.slack_answer_without_mention
+        mode = self.settings.slack.answer_without_mention
         if mode != "questions":
             return mode == "always"
         if _OTHER_MENTION.search(text):
@@ -298,7 +298,7 @@ class Inbound:
     def _backfill(self, me: BotIdentity, channel: str, thread: str, *, before: str) -> None:
         """Log the thread's earlier messages (conversations.replies) as context, once."""
         tenant = tenant_of(me.team_id)
-        if self.settings.slack_follow_threads and self._thread_agent(tenant, channel, thread):
+        if self.settings.slack.follow_threads and self._thread_agent(tenant, channel, thread):
             return  # the session has followed the thread since the bot was first mentioned
         client = self.workspaces.client(me.team_id)
         if client is None:

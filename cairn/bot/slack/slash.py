@@ -51,7 +51,7 @@ def run_command(
         if verb == "recall":
             if not argument:
                 return "Recall what? `/cairn recall deploys`"
-            found = rt.memory.recall(argument, scope, rt.settings.recall_k)
+            found = rt.memory.recall(argument, scope, rt.settings.memory.recall_k)
             if not found:
                 return f"I don't remember anything about {argument}."
             lines = [f"• {r.memory.text} (#{r.memory.id})" for r in found]

@@ -32,8 +32,8 @@ _CONNECTION_ERRORS: list[type[Exception]] = [
 
 def web_client(settings: Settings, token: str | None, *, timeout: int = 30) -> WebClient:
     """A WebClient for ``token`` (None: no token, as for the OAuth flow) at SLACK_API_URL."""
-    retries = settings.slack_api_retries
-    base_url = settings.slack_api_url
+    retries = settings.slack.api_retries
+    base_url = settings.slack.api_url
     if not base_url.endswith("/"):
         base_url += "/"
     return WebClient(

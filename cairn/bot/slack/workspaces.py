@@ -149,11 +149,11 @@ def installation_flow(
     from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
     from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
 
-    assert settings.slack_client_id is not None
-    assert settings.slack_client_secret is not None
+    assert settings.slack.client_id is not None
+    assert settings.slack.client_secret is not None
     log = logging.getLogger("cairn.bot.slack.oauth")
     store = SQLAlchemyInstallationStore(
-        client_id=settings.slack_client_id, engine=db.engine, logger=log
+        client_id=settings.slack.client_id, engine=db.engine, logger=log
     )
     states = SQLAlchemyOAuthStateStore(
         expiration_seconds=STATE_SECONDS, engine=db.engine, logger=log
@@ -164,8 +164,8 @@ def installation_flow(
         client=client,
         logger=log,
         settings=OAuthSettings(
-            client_id=settings.slack_client_id,
-            client_secret=settings.slack_client_secret.get_secret_value(),
+            client_id=settings.slack.client_id,
+            client_secret=settings.slack.client_secret.get_secret_value(),
             scopes=list(BOT_SCOPES),
             installation_store=store,
             installation_store_bot_only=True,

@@ -10,7 +10,7 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 
-from cairn.memory.context.config import EngineConfig
+from cairn.core.settings import ContextSettings
 from cairn.memory.context.relevance import BM25, cached_tokens, keywords, trigram_similarity
 from cairn.memory.context.state import Item, SessionState, Unit, tier
 from cairn.memory.recall import Recalled
@@ -44,7 +44,7 @@ def band_tokens(text: str) -> int:
 
 
 def render_checkpoint(
-    state: SessionState, turn: int, hydrated: set[str], config: EngineConfig, level: str
+    state: SessionState, turn: int, hydrated: set[str], config: ContextSettings, level: str
 ) -> str:
     """The checkpoint as prompt text; ``level`` is normal, compaction, emergency or essential.
 
@@ -124,7 +124,12 @@ def render_checkpoint(
 
 
 def fit_checkpoint(
-    state: SessionState, turn: int, hydrated: set[str], config: EngineConfig, level: str, cap: int
+    state: SessionState,
+    turn: int,
+    hydrated: set[str],
+    config: ContextSettings,
+    level: str,
+    cap: int,
 ) -> str:
     """The checkpoint at ``level``, or a smaller level when it is over ``cap``."""
     order = ["normal", "compaction", "emergency", "essential"]
@@ -147,7 +152,7 @@ def units_band(
     state: SessionState,
     query: str,
     hydrated: set[str],
-    config: EngineConfig,
+    config: ContextSettings,
     shown: set[int],
     cap: int,
     turn: int,

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cairn.core.errors import ConfigError
+from cairn.core.settings import ContextSettings
 from cairn.llm.types import Message, TextBlock
 from cairn.memory.context.bands import (
     band_tokens,
@@ -36,7 +37,6 @@ from cairn.memory.context.bands import (
     render_memos,
     units_band,
 )
-from cairn.memory.context.config import EngineConfig
 from cairn.memory.context.relevance import cached_tokens
 from cairn.memory.context.state import SessionState, Unit
 from cairn.memory.recall import Recalled
@@ -134,7 +134,7 @@ def compile_prompt(
     hydrated: set[str],
     recalled: Sequence[Recalled],
     memos: Sequence[Memo],
-    config: EngineConfig,
+    config: ContextSettings,
 ) -> CompiledPrompt:
     """Compile the prompt answering the newest unit of ``state`` (the current request, folded
     in), with ``query`` (its prose) for scoring and ``hydrated`` the items it mentions.

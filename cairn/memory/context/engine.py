@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from cairn.core.errors import InvalidInput, NotFound
+from cairn.core.settings import ContextSettings
 from cairn.core.tokens import count_tokens
 from cairn.db import Database, insert_values, table
 from cairn.db.models import (
@@ -36,7 +37,6 @@ from cairn.llm.types import ToolSpec
 from cairn.memory.context.artifacts import ArtifactStore
 from cairn.memory.context.classic import ClassicCompiler
 from cairn.memory.context.compiler import CompiledPrompt, compile_prompt
-from cairn.memory.context.config import EngineConfig
 from cairn.memory.context.pastes import Card, card_text, make_card, render_text
 from cairn.memory.context.state import (
     ITEM_KINDS,
@@ -118,7 +118,7 @@ def _view(event: SessionEvent) -> EventView:
 class ContextEngine:
     """Per-session state, prompts and telemetry over one database."""
 
-    def __init__(self, db: Database, config: EngineConfig) -> None:
+    def __init__(self, db: Database, config: ContextSettings) -> None:
         self.db = db
         self.config = config
         self.artifacts = ArtifactStore(db)
