@@ -352,10 +352,7 @@ def memory_import(
                 skip_invalid=skip_invalid,
                 progress=progress,
             )
-        with progress_bar("indexing", quiet=as_json) as progress:
-            rt.memory.flush_outbox(progress=progress)
-        if as_json:
-            click.echo(json.dumps(asdict(report)))
+        if _indexed_and_told(rt, report, as_json):
             return
         for rejected in report.rejected:
             click.echo(f"skipped line {rejected.line}: {rejected.reason}", err=True)
@@ -365,6 +362,16 @@ def memory_import(
             f"skipped {report.skipped} already present"
             + (f" and {len(report.rejected)} invalid" if report.rejected else "")
         )
+
+
+def _indexed_and_told(rt: Any, report: Any, as_json: bool) -> bool:
+    """Bring the index in step with what a command wrote (a bar shows it), then print
+    ``report`` as JSON with ``as_json``; True when that was the command's whole output."""
+    with progress_bar("indexing", quiet=as_json) as progress:
+        rt.memory.flush_outbox(progress=progress)
+    if as_json:
+        click.echo(json.dumps(asdict(report)))
+    return as_json
 
 
 @memory.command("gc")
@@ -387,10 +394,7 @@ def memory_gc(tenant: str, dry_run: bool, as_json: bool) -> None:
                 dry_run=dry_run,
                 progress=progress,
             )
-        with progress_bar("indexing", quiet=as_json) as progress:
-            rt.memory.flush_outbox(progress=progress)
-        if as_json:
-            click.echo(json.dumps(asdict(report)))
+        if _indexed_and_told(rt, report, as_json):
             return
         moved = ", ".join(f"{n} to {t}" for t, n in report.moved.items() if n) or "none"
         counts = ", ".join(f"{n} {t}" for t, n in report.counts.items())
