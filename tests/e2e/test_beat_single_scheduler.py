@@ -34,6 +34,9 @@ pytestmark = [
 INTERVAL = 1.0  # CAIRN_BEAT_INTERVAL: the reconcile and requeue jobs run every second
 TTL = 3.0  # CAIRN_LOCK_TTL: a dead scheduler's lock lapses within 3 s
 ORIGIN = re.compile(r"gen(\d+)@")
+# How long a freshly started worker may take to queue its first periodic job: the beat starts
+# after the worker is ready, and on a loaded 2-core machine that took over 30 s.
+START_TIMEOUT = 90.0
 
 StartWorker = Callable[[str], subprocess.Popen[bytes]]
 
@@ -137,7 +140,7 @@ def test_a_beat_ends_with_its_worker_killed_by_sigkill(
 ) -> None:
     worker = beat_workers("home")
     _wait_ready(tmp_path / "home.log", worker)
-    beat = watch.wait_for_sender(since=0, timeout=30)
+    beat = watch.wait_for_sender(since=0, timeout=START_TIMEOUT)
     assert _parent(beat) == worker.pid
 
     os.kill(worker.pid, signal.SIGKILL)  # the worker only, as `kill -9 <pid>` does
@@ -158,7 +161,7 @@ def test_two_beats_schedule_once_and_the_standby_takes_over_after_a_sigkill(
     workers = {beat_workers(name): name for name in ("one", "two")}  # both at once
     for proc, name in workers.items():
         _wait_ready(tmp_path / f"{name}.log", proc)
-    first = watch.wait_for_sender(since=0, timeout=30)
+    first = watch.wait_for_sender(since=0, timeout=START_TIMEOUT)
     time.sleep(1.0)  # both beats are up and have tried the lock by now
 
     window = time.monotonic()
