@@ -155,7 +155,14 @@ class _Team:
         """``user`` writes ``text`` in ``thread``; what the bot posted, delivered."""
         self._events += 1
         event = ChatEvent(
-            "bench", TENANT, CHANNEL, thread, user, text=text, event_id=f"m{self._events}"
+            "bench",
+            TENANT,
+            CHANNEL,
+            thread,
+            user,
+            text=text,
+            event_id=f"m{self._events}",
+            private=False,  # a public channel: the bench reads the workspace's memory
         )
         result = ingest(self.log, event, agent=self.rt.settings.agent, max_chars=4000)
         if result.session_id is None or result.event_row is None:
@@ -185,6 +192,7 @@ class _Team:
             reaction=emoji,
             target_id=f"bench-{message.id}",
             event_id=f"r{self._events}",
+            private=False,
         )
         result = ingest(self.log, event, agent=self.rt.settings.agent, max_chars=4000)
         if result.admission is not Admission.QUEUED or result.session_id is None:

@@ -167,6 +167,9 @@ class Console:
             thread=self.state.thread,
             user=self.state.user,
             event_id=uuid.uuid4().hex,
+            # The console is one conversation, the operator's own: what is said there is the
+            # console tenant's workspace memory (Slack DMs and private rooms stay private).
+            private=False,
             **fields,
         )
 

@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,7 +39,8 @@ def scoped_runtime(tenant: str | None, agent: str | None) -> Iterator[tuple[Any,
         rt = build_runtime(settings)
         try:
             tenant = settings.console_tenant if tenant is None else tenant
-            yield rt, Scope(tenant, agent or settings.agent)
+            # An operator's view: every conversation of the tenant, private ones included.
+            yield rt, Scope(tenant, agent or settings.agent, every_conversation=True)
         finally:
             rt.close()
 
@@ -199,7 +200,7 @@ def _audit(store: MemoryStore, m: Memory, scope: Scope) -> list[dict[str, Any]]:
     """The recorded share / unshare acts on ``m``, oldest first, as JSON-ready dicts."""
     from cairn.memory import sharing
 
-    owner = Scope(scope.tenant, m.agent or scope.agent)
+    owner = replace(scope, agent=m.agent or scope.agent)
     return [
         {**asdict(e), "created_at": e.created_at.isoformat()}
         for e in sharing.history(store, m.id, owner)

@@ -44,3 +44,8 @@ def first_line(exc: BaseException) -> str:
     notices of one line: database drivers put whole server reports in their messages."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+class Forbidden(CairnError):
+    """The person asking may not do this (restore another's retraction, widen another's
+    memory, confirm their own flagged memory)."""

@@ -22,6 +22,8 @@ _BY_CHARACTER = {
     "🚫": "no_entry_sign",
     "❤": "heart",
     "🎉": "tada",
+    "📣": "mega",
+    "📢": "loudspeaker",
 }
 
 
@@ -39,12 +41,14 @@ def emoji_name(emoji: str) -> str:
 
 def reaction_effect(name: str, settings: Settings) -> str | None:
     """What a reaction with the emoji ``name`` (a short name) does: confirm, retract, useful,
-    not_useful, or None (ignored). The emoji of each effect are settings (CAIRN_*_EMOJI)."""
+    not_useful, share, or None (ignored). The emoji of each effect are settings
+    (CAIRN_*_EMOJI)."""
     for effect, names in (
         ("confirm", settings.confirm_emoji),
         ("retract", settings.retract_emoji),
         ("useful", settings.useful_emoji),
         ("not_useful", settings.not_useful_emoji),
+        ("share", settings.share_emoji),
     ):
         if name in names:
             return effect

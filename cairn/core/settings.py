@@ -326,6 +326,9 @@ class Settings(BaseModel):
     retract_emoji: list[str] = ["x", "wastebasket", "no_entry_sign"]
     useful_emoji: list[str] = ["+1", "heart", "tada"]
     not_useful_emoji: list[str] = ["-1"]
+    # On a "remembered:" notice, by its author or an admin: share a memory learned in a private
+    # conversation with the whole workspace (removing the reaction makes it private again).
+    share_emoji: list[str] = ["mega", "loudspeaker"]
     admins: list[str] = []
     # Authors whose memories start unconfirmed and rank lower (user ids, JSON list).
     untrusted_users: list[str] = []

@@ -256,6 +256,10 @@ class MemoryRow(SQLModel, table=True):
     tier: str = Field(default="hot", max_length=8)
     merges: int = Field(default=0)  # near-duplicates folded into this memory
     untrusted: bool = Field(default=False)  # written from a guest, a bot or a listed user
+    # Reads like an instruction to the assistant: unconfirmed until someone else confirms it.
+    flagged: bool = Field(default=False)
+    # The private conversation (channel id) it was learned in and stays in; NULL: the workspace's.
+    private_to: str | None = Field(default=None, max_length=CHANNEL_CHARS)
     retracted: bool = Field(default=False)
     retracted_at: datetime | None = Field(
         default=None, sa_column=Column(UTCDateTime, nullable=True)

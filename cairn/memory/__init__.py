@@ -2,7 +2,16 @@
 
 from cairn.memory.recall import Recalled
 from cairn.memory.records import Memory
-from cairn.memory.scope import Scope, Source, Visibility
+from cairn.memory.scope import Scope, Source, Visibility, private_to
 from cairn.memory.store import MemoryStore, Remembered
 
-__all__ = ["Memory", "MemoryStore", "Recalled", "Remembered", "Scope", "Source", "Visibility"]
+__all__ = [
+    "Memory",
+    "MemoryStore",
+    "Recalled",
+    "Remembered",
+    "Scope",
+    "Source",
+    "Visibility",
+    "private_to",
+]

@@ -117,6 +117,7 @@ class IndexOutbox:
                     m.visibility,
                     vector=v,
                     created_at=m.created_at,
+                    private_to=m.private_to,
                 )
                 for m, v in zip(live, vectors, strict=True)
             ]

@@ -30,7 +30,7 @@ from cairn.db import Database, ensure_tenant
 from cairn.db.models import TENANT_CHARS, MemoryOutbox, MemoryRow
 from cairn.memory.index.port import FIRST_INDEXABLE_ID
 from cairn.memory.records import checked_memory, content_hash
-from cairn.memory.scope import Scope, Visibility
+from cairn.memory.scope import WORKSPACE, Scope, Visibility
 from cairn.memory.tiers import TIERS
 
 __all__ = ["ImportReport", "Rejected", "checked_tenant", "export_memories", "import_memories"]
@@ -208,7 +208,9 @@ def _row(line: str, tenant: str | None, *, move: bool, allow_other_tenants: bool
     _check_fields(row)
     row.text = checked_memory(row.text, row.kind)
     key = _scope_key(row)
-    if recorded_key is not None and recorded_key != key:
+    # Files written before memories could be private to a conversation name no conversation.
+    earlier = key.removesuffix(f"|{WORKSPACE}") if row.private_to is None else key
+    if recorded_key is not None and recorded_key not in {key, earlier}:
         raise InvalidInput(
             f"scope_key {recorded_key!r} does not match the record's tenant and owner "
             f"(expected {key!r})"
@@ -274,7 +276,7 @@ def _check_unicode(name: str, value: str) -> None:
 
 def _scope_key(row: MemoryRow) -> str:
     # A team memory has no owner; Scope wants an agent but its team key does not use it.
-    return Scope(row.tenant_id, row.agent or "*").key(Visibility(row.visibility))
+    return Scope(row.tenant_id, row.agent or "*").key(Visibility(row.visibility), row.private_to)
 
 
 def _date(name: str, value: object) -> datetime:

@@ -73,7 +73,7 @@ class Recall:
         self.weights = weights
         self.default_k = default_k
         self._degraded_warnings = Throttle(60.0)  # one line a minute while the index is down
-        self._statements: dict[tuple[str, str, str], Any] = {}  # see _statement
+        self._statements: dict[tuple[object, ...], Any] = {}  # see _statement
 
     def candidates(
         self,
@@ -93,18 +93,21 @@ class Recall:
         """
         if self.index is not None:
             try:
-                lexical = self.index.search(query, scope.tenant, scope.agent, n)
+                tenant, agent, rooms = scope.tenant, scope.agent, scope.rooms
+                lexical = self.index.search(query, tenant, agent, n, rooms=rooms)
                 if periods:
-                    within = self.index.search(query, scope.tenant, scope.agent, n, periods=periods)
+                    within = self.index.search(
+                        query, tenant, agent, n, rooms=rooms, periods=periods
+                    )
                     lexical = _merged(lexical, within)
                 dense: list[tuple[int, float]] = []
                 if vector is None and self.embedder is not None:
                     vector = self.embedder.embed([query])[0].tolist()
                 if vector is not None:
-                    dense = self.index.search_dense(list(vector), scope.tenant, scope.agent, n)
+                    dense = self.index.search_dense(list(vector), tenant, agent, n, rooms=rooms)
                     if periods:
                         within = self.index.search_dense(
-                            list(vector), scope.tenant, scope.agent, n, periods=periods
+                            list(vector), tenant, agent, n, rooms=rooms, periods=periods
                         )
                         dense = _merged(dense, within)
                 return Candidates(lexical, dense)
@@ -202,7 +205,7 @@ class Recall:
         of those threads. Building a statement costs more than running it, so each is built
         once per tenant and agent, with the ids as parameters.
         """
-        key = (scope.tenant, scope.agent, which)  # all that visible_to reads of the scope
+        key = (*scope.reader, which)  # all that visible_to reads of the scope
         statement = self._statements.get(key)
         if statement is None:
             conditions = [
@@ -223,7 +226,7 @@ class Recall:
         """The (cached) select of ids and texts that contain one of ``n`` terms (parameters
         t0 ... t{n-1}), for lexical recall without the index: built once per tenant, agent and
         number of terms."""
-        key = (scope.tenant, scope.agent, f"lexical:{n}")
+        key = (*scope.reader, f"lexical:{n}")
         statement = self._statements.get(key)
         if statement is None:
             text = func.lower(col(MemoryRow.text))
@@ -240,7 +243,7 @@ class Recall:
             self._remember_statement(key, statement)
         return statement
 
-    def _remember_statement(self, key: tuple[str, str, str], statement: Any) -> None:
+    def _remember_statement(self, key: tuple[object, ...], statement: Any) -> None:
         if len(self._statements) >= 512:
             self._statements.clear()
         self._statements[key] = statement

@@ -59,6 +59,10 @@ class Memory:
     last_recalled_at: datetime | None = None
     merges: int = 0
     untrusted: bool = False
+    flagged: bool = False
+    private_to: str | None = None
+    retracted_by: str = ""
+    retracted_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: MemoryRow | Row[Any]) -> Memory:
@@ -85,6 +89,10 @@ class Memory:
             last_recalled_at=row.last_recalled_at,
             merges=row.merges,
             untrusted=row.untrusted,
+            flagged=row.flagged,
+            private_to=row.private_to,
+            retracted_by=row.retracted_by,
+            retracted_at=row.retracted_at,
         )
 
 
@@ -95,20 +103,28 @@ def content_hash(text: str) -> str:
 
 
 def visible_to(scope: Scope, *, by_id: bool = False) -> ColumnElement[bool]:
-    """The SQL condition every read path applies: same tenant, and shared or the agent's own.
+    """The SQL condition every read path applies: same tenant; shared or the agent's own; and
+    the workspace's or private to the scope's own conversation (fail closed: a scope that names
+    no private conversation sees none).
 
     ``by_id`` is for reads of a few rows by primary key: the same condition, written so that
     SQLite's planner looks the ids up instead of scanning the tenant's index (35 ms instead of
     under 1 ms at 100,000 memories).
     """
     tenant = col(MemoryRow.tenant_id) + "" if by_id else col(MemoryRow.tenant_id)
-    return and_(
+    conditions = [
         tenant == scope.tenant,
         or_(
             col(MemoryRow.visibility).in_([Visibility.TEAM.value, Visibility.PUBLIC.value]),
             col(MemoryRow.agent) == scope.agent,
         ),
-    )
+    ]
+    if not scope.every_conversation:
+        room = col(MemoryRow.private_to)
+        conditions.append(
+            or_(room.is_(None), room == scope.private_to) if scope.private_to else room.is_(None)
+        )
+    return and_(*conditions)
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")

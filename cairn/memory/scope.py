@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from cairn.core.errors import InvalidInput
 
-__all__ = ["Scope", "Source", "Visibility"]
+__all__ = ["WORKSPACE", "Scope", "Source", "Visibility", "private_to"]
 
 
 class Visibility(StrEnum):
@@ -19,15 +21,29 @@ class Visibility(StrEnum):
     PUBLIC = "public"
 
 
+# The index's ``room`` of a memory any conversation of its tenant may see (see Scope.rooms).
+WORKSPACE = "*"
+
+
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """Where a read or write happens. ``tenant`` is always required and never crossed."""
+    """Where a read or write happens. ``tenant`` is always required and never crossed.
+
+    ``private_to`` names the private conversation this happens in (a DM, a private channel, a
+    non-public or encrypted Matrix room: its channel id), and is None in a public one. A memory
+    written in a private conversation is visible only there; a read sees the workspace's
+    memories and those of its own private conversation, never another's. ``every_conversation``
+    lifts that for the administration commands (an operator's view of the whole tenant); no
+    chat path sets it.
+    """
 
     tenant: str
     agent: str
     channel: str | None = None
     user: str | None = None
     thread: str | None = None
+    private_to: str | None = None
+    every_conversation: bool = False
 
     def __post_init__(self) -> None:
         if not self.tenant:
@@ -35,10 +51,25 @@ class Scope:
         if not self.agent:
             raise InvalidInput("a memory scope needs an agent")
 
-    def key(self, visibility: Visibility) -> str:
-        """The dedupe partition of a memory written in this scope with ``visibility``."""
+    def key(self, visibility: Visibility, private_to: str | None = None) -> str:
+        """The dedupe partition of a memory with ``visibility``, private to the conversation
+        ``private_to`` (None: the workspace's)."""
         owner = self.agent if visibility is Visibility.PRIVATE else "*"
-        return f"{self.tenant}|{owner}"
+        return f"{self.tenant}|{owner}|{private_to or WORKSPACE}"
+
+    @property
+    def rooms(self) -> tuple[str, ...] | None:
+        """The ``room`` values of the index this scope may read (None: every one)."""
+        if self.every_conversation:
+            return None
+        if self.private_to:
+            return (WORKSPACE, self.private_to)
+        return (WORKSPACE,)
+
+    @property
+    def reader(self) -> tuple[str, str, str | None, bool]:
+        """Everything :func:`~cairn.memory.records.visible_to` reads of this scope (a cache key)."""
+        return (self.tenant, self.agent, self.private_to, self.every_conversation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,3 +86,13 @@ class Source:
     message: str = ""
     author: str = ""
     untrusted: bool = False
+
+
+def private_to(channel: str, said: Iterable[Mapping[str, Any] | None]) -> str | None:
+    """The private conversation a memory learned from ``said`` (the data of the chat events it
+    comes from) belongs to: ``channel``, unless every one of them was marked public by its
+    frontend (``"private": false``). Fail closed: nothing said, or an event that does not say,
+    counts as private."""
+    data = [d or {} for d in said]
+    public = bool(data) and all(d.get("private") is False for d in data)
+    return None if public else channel

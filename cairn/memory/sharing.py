@@ -1,30 +1,36 @@
-"""Sharing an agent's private memory with its team, as a recorded and reversible act.
+"""Sharing a memory wider, as a recorded and reversible act, on two axes.
 
-Sharing moves a memory from the agent's private partition into the tenant's team partition,
-where every agent of the tenant sees it (:func:`~cairn.memory.records.visible_to` decides that,
-as for every read). Each share and unshare is a ``memory_audit`` row naming who did it, when,
-and what it replaced, so that unsharing restores the memory's previous visibility exactly and
-the history survives both.
+Between agents (:func:`share`, :func:`unshare`): sharing moves a memory from the agent's
+private partition into the tenant's team partition, where every agent of the tenant sees it
+(:func:`~cairn.memory.records.visible_to` decides that, as for every read). Each share and
+unshare is a ``memory_audit`` row naming who did it, when, and what it replaced, so that
+unsharing restores the memory's previous visibility exactly and the history survives both.
+
+Between conversations (:func:`widen`, :func:`narrow`): a memory learned in a private
+conversation is visible only there until its author or an admin widens it to the workspace;
+the model can never do that. Both acts are audited the same way.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from cairn.core.errors import InvalidInput, NotFound
+from cairn.core.errors import Forbidden, InvalidInput, NotFound
 from cairn.db.models import MemoryAudit, MemoryOutbox, MemoryRow, utcnow
 from cairn.memory.records import Memory, visible_to
 from cairn.memory.scope import Scope, Visibility
 from cairn.memory.store import MemoryStore
 
-__all__ = ["AuditEntry", "history", "share", "unshare"]
+__all__ = ["AuditEntry", "history", "narrow", "share", "unshare", "widen"]
 
 SHARE = "share"
 UNSHARE = "unshare"
+WIDEN = "widen"
+NARROW = "narrow"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +66,7 @@ def share(store: MemoryStore, memory_id: int, scope: Scope, *, by: str) -> Memor
             "agent": row.agent,
             "scope_key": row.scope_key,
         }
-        team_key = scope.key(Visibility.TEAM)
+        team_key = scope.key(Visibility.TEAM, row.private_to)
         twin = s.exec(
             select(MemoryRow.id).where(
                 MemoryRow.tenant_id == scope.tenant,
@@ -105,7 +111,75 @@ def unshare(store: MemoryStore, memory_id: int, scope: Scope, *, by: str) -> Mem
         row.agent = str(previous["agent"]) if previous.get("agent") else None
         row.scope_key = str(previous["scope_key"])
         _record(s, row, UNSHARE, by, scope, before)
-    return _after(store, memory_id, Scope(scope.tenant, row.agent or scope.agent))
+    return _after(store, memory_id, replace(scope, agent=row.agent or scope.agent))
+
+
+def widen(
+    store: MemoryStore, memory_id: int, scope: Scope, *, by: str, admin: bool = False
+) -> Memory:
+    """Make ``memory_id``, private to the conversation it was learned in, the workspace's:
+    visible in every conversation of the tenant. Only its author or an admin (``admin``) may;
+    never the model. Recorded, and undone by :func:`narrow`.
+
+    Raises NotFound when the memory is not visible in ``scope``, Forbidden when ``by`` may not
+    widen it, and InvalidInput when it is retracted, already the workspace's, or the workspace
+    already holds the same text.
+    """
+    with store.db.session() as s:
+        row = _visible(s, memory_id, scope)
+        if row.private_to is None:
+            raise InvalidInput(f"memory #{memory_id} is already visible in every conversation")
+        if row.retracted:
+            raise InvalidInput(f"memory #{memory_id} is retracted; restore it before sharing")
+        if not admin and (not row.author or row.author != by):
+            raise Forbidden(
+                f"only the author of memory #{memory_id} ({row.author or 'unknown'}) or an "
+                "admin can share it beyond the conversation it was said in"
+            )
+        before: dict[str, object] = {"private_to": row.private_to, "scope_key": row.scope_key}
+        owner = Scope(scope.tenant, row.agent or scope.agent)
+        key = owner.key(Visibility(row.visibility), None)
+        twin = s.exec(
+            select(MemoryRow.id).where(
+                MemoryRow.tenant_id == scope.tenant,
+                MemoryRow.scope_key == key,
+                MemoryRow.content_hash == row.content_hash,
+            )
+        ).first()
+        if twin is not None:
+            raise InvalidInput(f"the workspace already has this memory as #{twin}")
+        row.private_to, row.scope_key = None, key
+        _record(s, row, WIDEN, by, scope, before)
+    return _after(store, memory_id, scope)
+
+
+def narrow(
+    store: MemoryStore, memory_id: int, scope: Scope, *, by: str, admin: bool = False
+) -> Memory:
+    """Undo the last :func:`widen` of ``memory_id``: it is private to its conversation again.
+
+    Only whoever widened it or an admin may. Raises NotFound, Forbidden or InvalidInput (it was
+    not widened, or was changed since) as :func:`widen` does.
+    """
+    with store.db.session() as s:
+        row = _visible(s, memory_id, scope)
+        last = s.exec(
+            select(MemoryAudit)
+            .where(
+                MemoryAudit.memory_id == memory_id,
+                col(MemoryAudit.action).in_([WIDEN, NARROW]),
+            )
+            .order_by(col(MemoryAudit.id).desc())
+        ).first()
+        if last is None or last.action != WIDEN or row.private_to is not None:
+            raise InvalidInput(f"memory #{memory_id} was not shared beyond its conversation")
+        if not admin and last.actor != by:
+            raise Forbidden(f"memory #{memory_id} was shared by {last.actor}; ask them or an admin")
+        before: dict[str, object] = {"private_to": None, "scope_key": row.scope_key}
+        row.private_to = str(last.data["private_to"])
+        row.scope_key = str(last.data["scope_key"])
+        _record(s, row, NARROW, by, scope, before)
+    return _after(store, memory_id, replace(scope, every_conversation=True))
 
 
 def history(store: MemoryStore, memory_id: int, scope: Scope) -> list[AuditEntry]:
@@ -152,7 +226,7 @@ def _record(
             data=before,
         )
     )
-    # The index filters on visibility and owner too: re-index with the new ones.
+    # The index filters on visibility, owner and conversation too: re-index with the new ones.
     s.add(MemoryOutbox(memory_id=row.id, op="upsert"))
     try:
         s.flush()

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import update
+from sqlalchemy import or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
-from cairn.core.errors import NotFound
+from cairn.core.errors import Forbidden, NotFound
 from cairn.core.settings import MemorySettings
 from cairn.db import Database, ensure_tenant
-from cairn.db.models import MemoryOutbox, MemoryRow, utcnow
+from cairn.db.models import MemoryAudit, MemoryOutbox, MemoryRow, utcnow
 from cairn.memory.embed import Embedder
 from cairn.memory.index import IndexUnavailable, VectorIndex
 from cairn.memory.index_outbox import IndexOutbox
@@ -34,9 +34,17 @@ from cairn.memory.terms import terms
 if TYPE_CHECKING:
     from cairn.core.settings import Settings
 
-__all__ = ["MemoryStore", "Remembered"]
+__all__ = ["RESTORE", "RETRACT", "MemoryStore", "Remembered", "retraction_notice"]
+
+# memory_audit actions of the store (sharing has its own).
+RETRACT = "retract"
+RESTORE = "restore"
 
 log = logging.getLogger(__name__)
+
+# The most recent retracted memories a new text is compared with, word for word, so that a
+# reworded retracted text stays retracted (the index no longer holds them).
+_RETRACTED_LOOKED_AT = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,34 +125,47 @@ class MemoryStore:
         created_at: datetime | None = None,
         flush: bool = True,
         vector: Sequence[float] | None = None,
+        flagged: bool = False,
     ) -> Remembered:
         """Store ``text`` in ``scope``, or return the existing memory it duplicates.
 
+        A memory written in a private conversation (``scope.private_to``) stays private to it.
         Exact duplicates (same text up to case, spacing and final punctuation) return the
         existing memory; near-duplicates of the same kind (cosine >= CAIRN_MEMORY_NEAR_DUPLICATE)
         merge into it when the new text adds no term. Episodic turns are never merged.
         ``created_at`` dates a memory that happened earlier (an imported conversation).
         ``flush=False`` leaves the index work in the outbox for a later :meth:`flush_outbox`
         (bulk loads); ``vector`` is the text's embedding when the caller has it already.
+        ``flagged`` marks text that reads like an instruction to the assistant: it stays
+        unconfirmed until someone other than its author confirms it, and ranks lower.
+
+        A retraction sticks: a text that restates a retracted memory visible in ``scope`` stores
+        nothing and returns that memory, still retracted (see :meth:`restore`).
 
         Raises InvalidInput for empty or oversized text, control characters and unknown kinds.
-        Re-remembering a retracted memory restores it, recording who restored it.
         """
         text = checked_memory(text, kind)
         source = source or Source()
         digest = content_hash(text)
-        key = scope.key(visibility)
+        key = scope.key(visibility, scope.private_to)
         self._ensure_tenant(scope.tenant, source.platform)
         with self.db.session() as s:
-            exact = s.exec(
-                select(MemoryRow.id).where(
+            same = s.exec(
+                select(MemoryRow)
+                .where(
                     MemoryRow.tenant_id == scope.tenant,
-                    MemoryRow.scope_key == key,
                     MemoryRow.content_hash == digest,
+                    visible_to(scope),
+                    or_(col(MemoryRow.scope_key) == key, col(MemoryRow.retracted).is_(True)),
                 )
+                .order_by(col(MemoryRow.retracted).desc(), col(MemoryRow.id))
             ).first()
-        if exact is not None:
-            return Remembered(self._existing(scope, key, digest, source), created=False)
+            if same is not None:
+                return Remembered(Memory.from_row(same), created=False)
+        if kind != "episode":
+            revived = self._retracted_restatement(text, scope)
+            if revived is not None:
+                return Remembered(revived, created=False)
         if vector is not None:
             vector = [float(x) for x in vector]
         elif kind != "episode":  # episodes skip the near-duplicate check: embed in the outbox
@@ -172,6 +193,8 @@ class MemoryStore:
                     source_message=source.message,
                     author=source.author,
                     untrusted=source.untrusted,
+                    flagged=flagged,
+                    private_to=scope.private_to,
                 )
                 if created_at is not None:
                     row.created_at = row.updated_at = created_at
@@ -181,7 +204,7 @@ class MemoryStore:
                 s.add(MemoryOutbox(memory_id=row.id, op="upsert"))
                 created = Memory.from_row(row)
         except IntegrityError:
-            return Remembered(self._existing(scope, key, digest, source), created=False)
+            return Remembered(self._existing(scope, key, digest), created=False)
         if vector is not None:
             self.index_outbox.keep(created.id, vector)
         if flush:
@@ -208,30 +231,53 @@ class MemoryStore:
         if self.index is None:
             return None
         try:
-            hits = self.index.search_dense(vector, scope.tenant, scope.agent, 3)
+            hits = self.index.search_dense(vector, scope.tenant, scope.agent, 3, rooms=scope.rooms)
         except IndexUnavailable:
             return None
         close = [mid for mid, score in hits if score >= self.weights.near_duplicate]
-        if not close:
-            return None
         owner = scope.agent if visibility is Visibility.PRIVATE else None
         mine = set(terms(text))
+        if not close or not mine:
+            return None
+        room = col(MemoryRow.private_to)
         with self.db.session() as s:
-            rows = s.exec(
+            live = s.exec(
                 select(MemoryRow).where(
                     col(MemoryRow.id).in_(close),
                     visible_to(scope),
                     MemoryRow.kind == kind,
                     MemoryRow.visibility == visibility.value,
                     MemoryRow.agent == owner if owner else col(MemoryRow.agent).is_(None),
+                    room == scope.private_to if scope.private_to else room.is_(None),
                     col(MemoryRow.retracted).is_(False),
                 )
             ).all()
-            for row in rows:
-                theirs = set(terms(row.text))
-                if mine and mine <= theirs:  # the new text adds no term: a restatement
+            for row in live:
+                if mine <= set(terms(row.text)):  # the new text adds no term: a restatement
                     return row.id
             return None
+
+    def _retracted_restatement(self, text: str, scope: Scope) -> Memory | None:
+        """A recently retracted memory, visible in ``scope``, that says ``text`` in the same
+        words (reordered, re-cased or re-punctuated), so that rewording does not revive it."""
+        mine = set(terms(text))
+        if not mine:
+            return None
+        with self.db.session() as s:
+            retracted = s.exec(
+                select(MemoryRow)
+                .where(
+                    MemoryRow.tenant_id == scope.tenant,
+                    col(MemoryRow.retracted).is_(True),
+                    visible_to(scope),
+                )
+                .order_by(col(MemoryRow.id).desc())
+                .limit(_RETRACTED_LOOKED_AT)
+            ).all()
+            for row in retracted:
+                if set(terms(row.text)) == mine:
+                    return Memory.from_row(row)
+        return None
 
     def _merge(self, memory_id: int, source: Source) -> Memory:
         with self.db.session() as s:
@@ -244,7 +290,7 @@ class MemoryStore:
             log.info("merged a near-duplicate from %s into memory #%s", source.author, memory_id)
             return Memory.from_row(row)
 
-    def _existing(self, scope: Scope, key: str, digest: str, source: Source) -> Memory:
+    def _existing(self, scope: Scope, key: str, digest: str) -> Memory:
         with self.db.session() as s:
             row = s.exec(
                 select(MemoryRow).where(
@@ -253,18 +299,7 @@ class MemoryStore:
                     MemoryRow.content_hash == digest,
                 )
             ).one()
-            if row.retracted:
-                row.retracted = False
-                row.retracted_at = None
-                row.retraction_reason = f"restored by {source.author or 'unknown'}"
-                row.updated_at = utcnow()
-                s.add(row)
-                s.flush()
-                assert row.id is not None
-                s.add(MemoryOutbox(memory_id=row.id, op="upsert"))
-            memory = Memory.from_row(row)
-        self.index_outbox.after_write()
-        return memory
+            return Memory.from_row(row)
 
     def _ensure_tenant(self, tenant: str, platform: str) -> None:
         # Tenants are never deleted, so one found or created stays known (a lookup per write
@@ -276,7 +311,8 @@ class MemoryStore:
         self._tenants.add(tenant)
 
     def retract(self, memory_id: int, scope: Scope, *, by: str, reason: str = "") -> Memory:
-        """Tombstone a memory visible in ``scope``; it is kept for audit but never recalled.
+        """Tombstone a memory visible in ``scope``; it is kept for audit but never recalled, and
+        re-sending its text does not bring it back. The act is recorded in ``memory_audit``.
 
         Raises NotFound when no such memory is visible in ``scope``.
         """
@@ -290,6 +326,7 @@ class MemoryStore:
                 _tombstone(row, by, reason)
                 s.add(row)
                 s.add(MemoryOutbox(memory_id=memory_id, op="delete"))
+                s.add(_audit(row, RETRACT, by, scope, {"reason": reason}))
             memory = Memory.from_row(row)
         self.index_outbox.after_write()
         return memory
@@ -315,18 +352,35 @@ class MemoryStore:
         with self.db.session() as s:
             s.exec(update(MemoryRow).where(col(MemoryRow.id) == memory_id).values(**values))
 
-    def restore(self, memory_id: int) -> None:
-        """Undo a retraction (a retract reaction was removed)."""
+    def restore(self, memory_id: int, scope: Scope, *, by: str, admin: bool = False) -> Memory:
+        """Undo the retraction of a memory visible in ``scope``: only the person who retracted
+        it, or an admin, may; the act is recorded in ``memory_audit``.
+
+        Raises NotFound when no such memory is visible in ``scope``, and Forbidden when ``by``
+        may not restore it. A memory that is not retracted is returned as it is.
+        """
         with self.db.session() as s:
-            row = s.get(MemoryRow, memory_id)
-            if row is None or not row.retracted:
-                return
-            row.retracted = False
-            row.retracted_at = None
-            row.updated_at = utcnow()
-            s.add(row)
-            s.add(MemoryOutbox(memory_id=memory_id, op="upsert"))
+            row = s.exec(
+                select(MemoryRow).where(MemoryRow.id == memory_id, visible_to(scope))
+            ).first()
+            if row is None:
+                raise NotFound(f"no memory #{memory_id} in this scope")
+            if row.retracted:
+                if not admin and by != row.retracted_by:
+                    raise Forbidden(retraction_notice(Memory.from_row(row)))
+                before = {"retracted_by": row.retracted_by, "reason": row.retraction_reason}
+                before["retracted_at"] = row.retracted_at.isoformat() if row.retracted_at else ""
+                row.retracted = False
+                row.retracted_at = None
+                row.retracted_by = ""
+                row.retraction_reason = ""
+                row.updated_at = utcnow()
+                s.add(row)
+                s.add(MemoryOutbox(memory_id=memory_id, op="upsert"))
+                s.add(_audit(row, RESTORE, by, scope, before))
+            memory = Memory.from_row(row)
         self.index_outbox.after_write()
+        return memory
 
     # --- reads --------------------------------------------------------------------------
 
@@ -358,6 +412,28 @@ class MemoryStore:
                 query = query.where(MemoryRow.tier == tier)
             rows = s.exec(query.order_by(col(MemoryRow.id).desc()).limit(limit)).all()
             return [Memory.from_row(r) for r in rows]
+
+
+def retraction_notice(memory: Memory) -> str:
+    """What a person hears when they try to bring back the retracted ``memory``."""
+    who = memory.retracted_by or "someone"
+    when = memory.retracted_at.strftime("%Y-%m-%d %H:%M UTC") if memory.retracted_at else ""
+    return (
+        f"memory #{memory.id} was retracted by {who}{' on ' + when if when else ''}; "
+        f"only {who} or an admin can restore it"
+    )
+
+
+def _audit(row: MemoryRow, action: str, by: str, scope: Scope, data: dict[str, Any]) -> MemoryAudit:
+    assert row.id is not None
+    return MemoryAudit(
+        tenant_id=row.tenant_id,
+        memory_id=row.id,
+        action=action,
+        actor=by or scope.agent,
+        agent=scope.agent,
+        data=data,
+    )
 
 
 def _tombstone(row: MemoryRow, by: str, reason: str) -> None:

@@ -82,6 +82,8 @@ class ChatEvent:
     What the platform says of the author, with defaults that grant nothing: ``untrusted`` is
     true for a guest or another bot (what they teach starts unconfirmed and ranks lower);
     ``admin`` is true for a workspace or room admin (who may retract anyone's memory).
+    ``private`` is true unless the frontend knows the conversation is public (a public Slack
+    channel, a public unencrypted Matrix room): what is learned in a private one stays there.
     """
 
     platform: str
@@ -100,6 +102,7 @@ class ChatEvent:
     addressed: bool = True
     untrusted: bool = False
     admin: bool = False
+    private: bool = True
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -75,6 +75,7 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
                     "mentions": list(event.mentions),
                     "addressed": event.addressed,
                     "untrusted": event.untrusted,
+                    "private": event.private,
                 },
                 wake=True,  # a new message wakes an ended session
             )
@@ -142,6 +143,7 @@ def _reaction(log: EventLog, event: ChatEvent) -> Ingested:
                     "outbound_id": target.id,
                     "removed": event.type is EventType.REACTION_REMOVED,
                     "admin": event.admin,
+                    "private": event.private,
                 },
             )
     except IntegrityError:

@@ -7,13 +7,18 @@ did, because the applied actions are stored with the reaction.
 
 from __future__ import annotations
 
+import logging
+
 from sqlmodel import select
 
+from cairn.core.errors import Forbidden, InvalidInput, NotFound
 from cairn.db.models import AgentSession, MemoryUse, OutboundMessage, Reaction, SessionEvent, utcnow
-from cairn.memory import Memory, Scope
+from cairn.memory import Memory, Scope, private_to, sharing
 from cairn.runtime import Runtime
 
 __all__ = ["apply_reaction"]
+
+log = logging.getLogger(__name__)
 
 # Opposite of each action, for undo.
 _UNDO = {
@@ -22,6 +27,7 @@ _UNDO = {
     "dispute": "undispute",
     "useful": "not_useful",
     "not_useful": "useful",
+    "widen": "narrow",
 }
 
 
@@ -49,16 +55,24 @@ def apply_reaction(
         ).first()
     if outbound is None:
         return None
-    scope = Scope(session.tenant_id, outbound.agent or session.agent)
+    # The memories a bot message showed were visible where it was posted: read them there.
+    scope = Scope(
+        session.tenant_id,
+        outbound.agent or session.agent,
+        private_to=private_to(outbound.channel, [event.data]),
+    )
+    # A workspace or room admin, as the platform says, or one named in CAIRN_ADMINS.
+    admin = event.data.get("admin") is True or event.user in rt.settings.admins
     if event.data.get("removed"):
-        return _undo(rt, existing, scope, emoji)
+        return _undo(rt, existing, scope, emoji, admin=admin)
     if existing is not None and existing.removed_at is None:
         return "ack", f":{emoji}: already counted"  # the same person reacting twice counts once
     memories = [m for u in uses if (m := rt.memory.get(u.memory_id, scope)) is not None]
-    admin = event.data.get("admin") is True  # a workspace or room admin, as the platform says
     actions = _plan(rt, effect, outbound.kind, memories, event.user, admin=admin)
+    refused = [m for m in memories if (m.id, "refused") in actions]
+    actions = [(m, a) for m, a in actions if a != "refused"]
     for memory_id, action in actions:
-        _do(rt, scope, memory_id, action, event.user)
+        _do(rt, scope, memory_id, action, event.user, admin=admin)
     with rt.db.session() as s:
         row = s.get(Reaction, existing.id) if existing is not None else None
         row = row or Reaction(
@@ -77,6 +91,8 @@ def apply_reaction(
     retracted = [texts[m] for m, a in actions if a == "retract"]
     if retracted:
         return "notice", "retracted: " + "; ".join(retracted)
+    if refused and not actions:
+        return "ack", _refusal(effect, emoji, refused)
     return "ack", _summary(effect, emoji, [(texts[m], a) for m, a in actions])
 
 
@@ -90,7 +106,26 @@ def _plan(
         return [
             (m.id, "retract" if admin or _may_retract(rt, m, user) else "dispute") for m in live
         ]
+    if effect == "share":
+        if kind != "notice":
+            return []  # sharing is asked of what was remembered, not of an answer
+        return [
+            (m.id, "widen" if admin or (m.author and m.author == user) else "refused")
+            for m in live
+            if m.private_to is not None
+        ]
+    if effect == "confirm":
+        # A flagged memory, or one from an untrusted author, needs another person's word: its
+        # author's own confirmation is refused (an admin's counts).
+        return [
+            (m.id, "refused" if _needs_another(m) and m.author == user and not admin else effect)
+            for m in live
+        ]
     return [(m.id, effect) for m in live]
+
+
+def _needs_another(memory: Memory) -> bool:
+    return memory.flagged or memory.untrusted
 
 
 def _may_retract(rt: Runtime, memory: Memory, user: str) -> bool:
@@ -98,7 +133,9 @@ def _may_retract(rt: Runtime, memory: Memory, user: str) -> bool:
     return not memory.author or memory.author == user or user in rt.settings.admins
 
 
-def _do(rt: Runtime, scope: Scope, memory_id: int, action: str, user: str) -> None:
+def _do(
+    rt: Runtime, scope: Scope, memory_id: int, action: str, user: str, *, admin: bool = False
+) -> None:
     store = rt.memory
     if action == "confirm":
         store.adjust(memory_id, validity=1.0, confirmed=True)
@@ -110,11 +147,20 @@ def _do(rt: Runtime, scope: Scope, memory_id: int, action: str, user: str) -> No
     elif action == "retract":
         store.retract(memory_id, scope, by=user, reason="retracted by reaction")
     elif action == "restore":
-        store.restore(memory_id)
+        try:
+            store.restore(memory_id, scope, by=user)
+        except (Forbidden, NotFound) as exc:  # restored or retracted again by someone else
+            log.info("removing %s's retraction restored nothing: %s", user, exc)
     elif action == "dispute":
         store.adjust(memory_id, validity=-1.0, disputes=1)
     elif action == "undispute":
         store.adjust(memory_id, validity=1.0, disputes=-1)
+    elif action in {"widen", "narrow"}:
+        act = sharing.widen if action == "widen" else sharing.narrow
+        try:
+            act(store, memory_id, scope, by=user, admin=admin)
+        except (Forbidden, InvalidInput, NotFound) as exc:
+            log.info("%s of memory #%s by %s did nothing: %s", action, memory_id, user, exc)
     elif action == "useful":
         store.adjust(memory_id, usefulness=1.0)
     elif action == "not_useful":
@@ -122,19 +168,32 @@ def _do(rt: Runtime, scope: Scope, memory_id: int, action: str, user: str) -> No
 
 
 def _undo(
-    rt: Runtime, existing: Reaction | None, scope: Scope, emoji: str
+    rt: Runtime, existing: Reaction | None, scope: Scope, emoji: str, *, admin: bool
 ) -> tuple[str, str] | None:
     if existing is None or existing.removed_at is not None:
         return "ack", f":{emoji}: nothing to undo"
     actions = [(int(m), str(a)) for m, a in existing.data.get("actions", [])]
     for memory_id, action in reversed(actions):
-        _do(rt, scope, memory_id, _UNDO[action], existing.user)
+        _do(rt, scope, memory_id, _UNDO[action], existing.user, admin=admin)
     with rt.db.session() as s:
         row = s.get(Reaction, existing.id)
         if row is not None:
             row.removed_at = utcnow()
             s.add(row)
     return "ack", f"undid :{emoji}: on {len(actions)} memor{'y' if len(actions) == 1 else 'ies'}"
+
+
+def _refusal(effect: str, emoji: str, refused: list[Memory]) -> str:
+    texts = "; ".join(f'"{m.text}"' for m in refused)
+    if effect == "share":
+        return (
+            f":{emoji}: not shared: only the author of {texts} or an admin can share it beyond "
+            "this conversation"
+        )
+    return (
+        f":{emoji}: not counted: you wrote {texts}, and a memory that was flagged or came from "
+        "an untrusted author must be confirmed by someone else (or an admin)"
+    )
 
 
 def _summary(effect: str, emoji: str, applied: list[tuple[str, str]]) -> str:

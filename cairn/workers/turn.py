@@ -35,7 +35,7 @@ from cairn.db.models import (
     utcnow,
 )
 from cairn.llm.types import LLMRequest
-from cairn.memory import Memory, Scope, Source
+from cairn.memory import Memory, Scope, Source, private_to
 from cairn.memory.context import ContextEngine, TurnContext, agent_instructions
 from cairn.memory.working import Pad, Scratchpad
 from cairn.memos import MemoBox
@@ -182,7 +182,14 @@ def _turn(
     rt: Runtime, events: EventLog, session: AgentSession, event: SessionEvent
 ) -> tuple[TurnOutcome, TurnContext]:
     agent = event.agent or session.agent
-    scope = Scope(session.tenant_id, agent, session.channel, event.user, session.thread_ref)
+    scope = Scope(
+        session.tenant_id,
+        agent,
+        session.channel,
+        event.user,
+        session.thread_ref,
+        private_to=private_to(session.channel, [event.data]),
+    )
     source = Source(
         platform=session.platform,
         channel=session.channel,

@@ -30,7 +30,7 @@ class ScriptedLLM:
         return LLMResponse(content=(TextBlock(self.answer),))
 
 
-def _session(rt: Runtime, *messages: str, untrusted: bool = False) -> int:
+def _session(rt: Runtime, *messages: str, untrusted: bool = False, private: bool = False) -> int:
     events = EventLog(rt.db)
     session = events.open_session(ThreadRef("console", "acme", "C1", "incident-42"), "ops")
     for text in messages:
@@ -40,7 +40,7 @@ def _session(rt: Runtime, *messages: str, untrusted: bool = False) -> int:
             EventKind.MESSAGE,
             text=text,
             user="ann",
-            data={"untrusted": untrusted},
+            data={"untrusted": untrusted, "private": private},
         )
     return session.id or 0
 

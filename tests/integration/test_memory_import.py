@@ -198,7 +198,7 @@ def test_records_of_another_tenant_go_in_only_with_an_explicit_flag(database: Da
     assert moved.tenants == {"acme": 1}
     with database.session() as s:
         row = s.exec(select(MemoryRow).where(MemoryRow.tenant_id == "acme")).one()
-    assert (row.scope_key, row.text) == ("acme|*", "Trust bob")
+    assert (row.scope_key, row.text) == ("acme|*|*", "Trust bob")
 
 
 def _run(*args: str, input: str | None = None) -> tuple[int, str, str]:
@@ -211,7 +211,7 @@ def test_the_import_command_names_every_invalid_line_and_the_tenants_it_wrote_to
     tmp_path: Path,
 ) -> None:
     dump = tmp_path / "dump.jsonl"
-    other = _record("elsewhere", tenant_id="globex", scope_key="globex|ops")
+    other = _record("elsewhere", tenant_id="globex", scope_key="globex|ops|*")
     dump.write_text("\n".join([_record("one", id=-5), _record("two"), other]) + "\n")
     code, out, err = _run("memory", "import", str(dump))
     assert code == 1

@@ -66,7 +66,7 @@ def test_share_and_unshare_are_recorded_and_the_record_survives(runtime: Runtime
         ("share", "ann", "ops"),
         ("unshare", "bob", "ops"),
     ]
-    assert entries[0].data == {"visibility": "private", "agent": "ops", "scope_key": "acme|ops"}
+    assert entries[0].data == {"visibility": "private", "agent": "ops", "scope_key": "acme|ops|*"}
     assert entries[0].created_at <= entries[1].created_at
     with runtime.db.session() as s:
         assert len(s.exec(select(MemoryAudit)).all()) == 2

@@ -39,7 +39,9 @@ def runtime(settings: Settings) -> Iterator[Runtime]:
 
 
 def _say(rt: Runtime, text: str, *, user: str, untrusted: bool = False, thread: str = "t1") -> int:
-    event = ChatEvent("console", "acme", "C1", thread, user, text=text, untrusted=untrusted)
+    event = ChatEvent(
+        "console", "acme", "C1", thread, user, text=text, untrusted=untrusted, private=False
+    )
     result = ingest(EventLog(rt.db), event, agent="cairn", max_chars=1000)
     assert result.session_id is not None
     handle_pending(rt, result.session_id)
@@ -58,6 +60,7 @@ def _react(rt: Runtime, target: str, emoji: str, *, user: str, admin: bool = Fal
         target_id=target,
         event_id=f"{target}-{emoji}-{user}",
         admin=admin,
+        private=False,
     )
     result = ingest(EventLog(rt.db), event, agent="cairn", max_chars=1000)
     assert result.admission is Admission.QUEUED

@@ -33,6 +33,7 @@ def _msg(
         text=text,
         event_id=event_id,
         message_id=message_id,
+        private=False,  # a public channel: these tests read the workspace's memory
     )
 
 
@@ -84,6 +85,7 @@ def _react(
         reaction=emoji,
         target_id=target,
         event_id=event_id or f"r-{emoji}-{user}-{removed}-{threading.get_ident()}-{id(target)}",
+        private=False,
     )
     result = ingest(EventLog(rt.db), event, agent="cairn", max_chars=1000)
     if result.session_id is not None and result.admission is Admission.QUEUED:

@@ -12,12 +12,13 @@ from typing import Any
 
 from cairn.memory.index.port import DENSE, SPARSE, IndexedMemory, IndexUnavailable
 from cairn.memory.periods import Period
+from cairn.memory.scope import WORKSPACE
 from cairn.memory.terms import sparse_vector
 
 __all__ = ["KEYWORD_FIELDS", "QdrantAdapter"]
 
 # Payload fields every read filters on, indexed as keywords; ``created`` is range-indexed.
-KEYWORD_FIELDS = ("tenant", "agent", "visibility")
+KEYWORD_FIELDS = ("tenant", "agent", "visibility", "room")
 
 
 def _payload(item: IndexedMemory) -> dict[str, Any]:
@@ -25,6 +26,7 @@ def _payload(item: IndexedMemory) -> dict[str, Any]:
         "tenant": item.tenant,
         "agent": item.agent or "*",
         "visibility": item.visibility,
+        "room": item.private_to or WORKSPACE,
     }
     if item.created_at is not None:
         # Stored as epoch seconds: a float range filter is cheap in every Qdrant flavour.
@@ -55,7 +57,14 @@ class QdrantAdapter:
         raise NotImplementedError
 
     def _query(
-        self, query: Any, using: str, tenant: str, agent: str, k: int, periods: Sequence[Period]
+        self,
+        query: Any,
+        using: str,
+        tenant: str,
+        agent: str,
+        k: int,
+        rooms: Sequence[str] | None,
+        periods: Sequence[Period],
     ) -> list[tuple[int, float]]:
         raise NotImplementedError
 
@@ -90,13 +99,21 @@ class QdrantAdapter:
         return points
 
     def search(
-        self, query: str, tenant: str, agent: str, k: int, *, periods: Sequence[Period] = ()
+        self,
+        query: str,
+        tenant: str,
+        agent: str,
+        k: int,
+        *,
+        rooms: Sequence[str] | None = (WORKSPACE,),
+        periods: Sequence[Period] = (),
     ) -> list[tuple[int, float]]:
-        """Lexical candidates of ``tenant`` that ``agent`` may see, best first."""
+        """Lexical candidates of ``tenant`` that ``agent`` may see in ``rooms``, best first."""
         indices, values = sparse_vector(query)
         if not indices:
             return []
-        return self._query(self._sparse(indices, values), SPARSE, tenant, agent, k, periods)
+        sparse = self._sparse(indices, values)
+        return self._query(sparse, SPARSE, tenant, agent, k, rooms, periods)
 
     def search_dense(
         self,
@@ -105,9 +122,11 @@ class QdrantAdapter:
         agent: str,
         k: int,
         *,
+        rooms: Sequence[str] | None = (WORKSPACE,),
         periods: Sequence[Period] = (),
     ) -> list[tuple[int, float]]:
-        """Nearest memories of ``tenant`` visible to ``agent`` by cosine, best first."""
+        """Nearest memories of ``tenant`` visible to ``agent`` in ``rooms`` by cosine, best
+        first."""
         if self.dense_dim is None:
             return []
-        return self._query(list(vector), DENSE, tenant, agent, k, periods)
+        return self._query(list(vector), DENSE, tenant, agent, k, rooms, periods)

@@ -139,11 +139,20 @@ class EdgeIndex(QdrantAdapter):
         return qe.Point(memory_id, vector, payload)
 
     def _query(
-        self, query: Any, using: str, tenant: str, agent: str, k: int, periods: Sequence[Period]
+        self,
+        query: Any,
+        using: str,
+        tenant: str,
+        agent: str,
+        k: int,
+        rooms: Sequence[str] | None,
+        periods: Sequence[Period],
     ) -> list[tuple[int, float]]:
         import qdrant_edge as qe
 
         must: list[Any] = [qe.FieldCondition("tenant", match=qe.MatchValue(tenant))]
+        if rooms is not None:  # fail closed: a memory without a room matches none
+            must.append(qe.FieldCondition("room", match=qe.MatchAny(list(rooms))))
         if periods:
             spans: list[Any] = [
                 qe.FieldCondition(

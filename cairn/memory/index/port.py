@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Protocol
 
 from cairn.memory.periods import Period
+from cairn.memory.scope import WORKSPACE
 
 __all__ = [
     "DENSE",
@@ -26,8 +27,9 @@ __all__ = [
 
 # The layout of points (payload fields and their indexes). A new layout is a new collection or
 # folder, which the store's reconciler fills from the database on first use: an upgrade
-# re-indexes by itself. 2: points carry ``created``, range-indexed, for dated recall.
-LAYOUT = 2
+# re-indexes by itself. 2: points carry ``created``, range-indexed, for dated recall. 3: points
+# carry ``room``, the private conversation of the memory or "*" (the workspace's).
+LAYOUT = 3
 
 SPARSE = "terms"
 DENSE = "dense"
@@ -57,6 +59,7 @@ class IndexedMemory:
     visibility: str
     vector: list[float] | None = None  # the dense embedding, when the index has dense vectors
     created_at: datetime | None = None  # when it was written, for questions naming a date
+    private_to: str | None = None  # the private conversation it stays in; None: the workspace's
 
 
 class VectorIndex(Protocol):
@@ -71,10 +74,18 @@ class VectorIndex(Protocol):
         ...
 
     def search(
-        self, query: str, tenant: str, agent: str, k: int, *, periods: Sequence[Period] = ()
+        self,
+        query: str,
+        tenant: str,
+        agent: str,
+        k: int,
+        *,
+        rooms: Sequence[str] | None = (WORKSPACE,),
+        periods: Sequence[Period] = (),
     ) -> list[tuple[int, float]]:
-        """Lexical: up to ``k`` (memory id, score) pairs of ``tenant`` visible to ``agent``,
-        only of memories written within one of ``periods`` when any are given."""
+        """Lexical: up to ``k`` (memory id, score) pairs of ``tenant`` visible to ``agent`` in
+        one of ``rooms`` (see :attr:`Scope.rooms`; None: any), only of memories written within
+        one of ``periods`` when any are given."""
         ...
 
     def search_dense(
@@ -84,6 +95,7 @@ class VectorIndex(Protocol):
         agent: str,
         k: int,
         *,
+        rooms: Sequence[str] | None = (WORKSPACE,),
         periods: Sequence[Period] = (),
     ) -> list[tuple[int, float]]:
         """Dense: up to ``k`` (memory id, cosine) pairs; empty when the index has no vectors."""

@@ -135,13 +135,22 @@ class QdrantIndex(QdrantAdapter):
         return models.PointStruct(id=memory_id, vector=vector, payload=payload)
 
     def _query(
-        self, query: Any, using: str, tenant: str, agent: str, k: int, periods: Sequence[Period]
+        self,
+        query: Any,
+        using: str,
+        tenant: str,
+        agent: str,
+        k: int,
+        rooms: Sequence[str] | None,
+        periods: Sequence[Period],
     ) -> list[tuple[int, float]]:
         from qdrant_client import models
 
         must: list[Any] = [
             models.FieldCondition(key="tenant", match=models.MatchValue(value=tenant))
         ]
+        if rooms is not None:  # fail closed: a memory without a room matches none
+            must.append(models.FieldCondition(key="room", match=models.MatchAny(any=list(rooms))))
         if periods:
             spans = [
                 models.FieldCondition(
