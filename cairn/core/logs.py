@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
-import re
 import sys
 import threading
 import time
@@ -19,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from cairn.core.redact import mask_urls
+from cairn.core.secrets import mask_secrets
 
 __all__ = ["RedactingFilter", "Throttle", "bind", "configure_logging"]
 
@@ -29,13 +29,6 @@ _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar
 
 def _fields() -> dict[str, Any]:
     return _context.get() or {}
-
-
-# Shapes of credentials that must never reach a log, whatever code logs them (the passwords
-# and tokens written in URLs are masked by cairn.core.redact).
-_SECRET_SHAPES = re.compile(
-    r"xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|sk-ant-[A-Za-z0-9_-]+|syt_[A-Za-z0-9_]+"
-)
 
 
 @contextmanager
@@ -49,18 +42,20 @@ def bind(**fields: Any) -> Iterator[None]:
 
 
 class RedactingFilter(logging.Filter):
-    """Masks known secret values, credential shapes and the credentials in URLs in every
-    record's message, exception and stack."""
+    """Masks known secret values, the credentials in URLs and every credential
+    :func:`cairn.core.secrets.mask_secrets` finds (tokens, keys, stated passwords) in every
+    record's message, exception and stack, whatever code logged them."""
 
     def __init__(self, secrets: Sequence[str] = ()) -> None:
         super().__init__()
         self._secrets = [s for s in secrets if len(s) >= 6]
 
     def redact(self, text: str) -> str:
-        """``text`` with secrets replaced by ``***``."""
+        """``text`` with the configured secrets and URL passwords replaced by ``***``, and
+        other credentials by ``[secret removed: <kind>]``."""
         for secret in self._secrets:
             text = text.replace(secret, "***")
-        return _SECRET_SHAPES.sub("***", mask_urls(text))
+        return mask_secrets(mask_urls(text))[0]
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = self.redact(record.getMessage())

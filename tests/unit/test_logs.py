@@ -46,7 +46,19 @@ def test_configured_secrets_and_token_shapes_are_masked() -> None:
     text = stream.getvalue()
     for secret in ("hunter2-very-secret", "xoxb-1234-abcd", "xapp-1-A0", "pa55word"):
         assert secret not in text
-    assert text.count("***") >= 4
+    assert text.count("***") >= 2
+    assert text.count("[secret removed: Slack token]") == 2
+
+
+def test_every_credential_shape_the_detector_knows_is_masked_in_logs() -> None:
+    stream = _capture()
+    log = logging.getLogger("cairn.test")
+    log.warning("retrying with AKIAQ3EXAMPLE7NTZ4RK and sk-ant-api03-Zq8vK2mX9pLw4RtY")
+    log.warning("user said: the admin password is Tr0ub4dor")
+    text = stream.getvalue()
+    for secret in ("AKIAQ3EXAMPLE7NTZ4RK", "sk-ant-api03-Zq8vK2mX9pLw4RtY", "Tr0ub4dor"):
+        assert secret not in text
+    assert "[secret removed: password]" in text
 
 
 def test_secrets_in_exceptions_are_masked_too() -> None:

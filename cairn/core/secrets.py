@@ -1,0 +1,540 @@
+"""Credentials in free text: found, named and masked, so that none is stored, logged or echoed.
+
+:func:`find_secrets` finds the credentials in a text: API keys and tokens in the shapes their
+providers give them (Slack, Anthropic, OpenAI, AWS, GitHub, GitLab, Google, Stripe, npm, ...),
+JSON Web Tokens, private key blocks, bearer tokens, passwords stated as such ("the admin
+password is ...", "pwd=...", "mot de passe : ..."), passwords and tokens written in URLs, and
+long random strings. :func:`mask_secrets` replaces each with a label that names its kind, so
+the rest of the text can still be read, answered or logged.
+
+What only talks about a secret is not one: "the password is in the team vault", "rotate the API
+key every 90 days", and neither are identifiers that merely look random (git SHAs, UUIDs, hex
+digests, versions, hostnames, paths). This module imports nothing of Cairn's above cairn.core.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from cairn.core.redact import url_secrets
+
+__all__ = ["Secret", "find_secrets", "has_secret", "mask_secrets", "removed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Secret:
+    """One credential in a text: what it is (a label a person can read) and where it is."""
+
+    kind: str
+    start: int
+    end: int
+
+
+def removed(kind: str) -> str:
+    """What :func:`mask_secrets` writes in place of a secret of ``kind``."""
+    return f"[secret removed: {kind}]"
+
+
+class _Shape:
+    """A kind of credential: its pattern, the group that holds the credential itself ("value":
+    the quoted or bare value of :data:`_VALUE`), and a check of that value (None: the pattern
+    alone decides).
+
+    The pattern is tried only where one of its ``anchors`` (lower case) occurs: at the anchor
+    itself, or (``in_word``) anywhere in the white-space separated word that holds it. Most
+    messages hold no secret, and a substring search costs far less than a pattern that has
+    to be tried at every position.
+    """
+
+    __slots__ = ("anchors", "check", "group", "in_word", "kind", "pattern")
+
+    def __init__(
+        self,
+        kind: str,
+        anchors: tuple[str, ...],
+        pattern: str,
+        group: str | int = 0,
+        check: Callable[[str], bool] | None = None,
+        *,
+        in_word: bool = False,
+    ) -> None:
+        self.kind, self.anchors, self.group, self.check = kind, anchors, group, check
+        self.pattern = re.compile(pattern)
+        self.in_word = in_word
+
+
+# A token ends where a character that could continue it is absent: these helpers keep a shape
+# from matching inside a longer word ("desk-ant-...", "xAKIA...").
+_NOT_AFTER = r"(?<![A-Za-z0-9_\-])"
+_NOT_BEFORE = r"(?![A-Za-z0-9_\-])"
+
+# The words that, right after "the password is" and its like, say something about a secret
+# instead of stating it (English first, then the other languages the keywords below cover).
+_STOP_WORDS = frozenset(
+    """
+    a an the this that these those it its not no none nothing never now still also only just
+    in on at of by for from to with without within inside under into via through per as like
+    via behind across stored kept held saved managed rotated expired expiring reset changed
+    required needed set same different shared handled generated provided given sent synced
+    documented described listed written posted pinned mentioned known unknown available missing
+    empty blank wrong incorrect invalid correct valid weak strong long short secure insecure
+    random mandatory optional protected encrypted hashed salted updated removed revoked
+    deleted disabled enabled locked unlocked compromised leaked exposed old new temporary
+    default case sensitive too very quite being been be is are was were will should must can
+    could may might here there where what which who whatever anything something someone
+    your my our their his her vault 1password bitwarden lastpass keepass keychain manager
+    policy rules standard same see check ask refer please tbd todo unchanged due ok fine good
+    bad easy hard simple complex unique reused different yours mine ours theirs one two three
+    dans sur chez avec sans pour par est sont le la les un une des du pas jamais toujours
+    stocke stockee gere geree change changee expire expiree reinitialise obligatoire requis
+    en esta la el los las una uno del al no nunca siempre guardada almacenada cambiada
+    caducada obligatoria requerida para por con sin
+    im ist wird der die das dem den des ein eine einem nicht kein keine nie immer gespeichert
+    geandert abgelaufen zuruckgesetzt erforderlich bei auf unter fur mit ohne von
+    na em esta uma nao guardada alterada expirada obrigatoria
+    staat het een niet opgeslagen gewijzigd verlopen verplicht
+    nel nella il una non salvata cambiata scaduta obbligatoria
+    в на не был была хранится изменён изменен сброшен
+    """.split()  # noqa: SIM905 - a word list reads best as prose
+)
+# Placeholders and references to where a secret lives, not the secret itself.
+_PLACEHOLDER = re.compile(
+    r"^(?:[$%<\[({]|\{\{|os\.|env\.|process\.env|secrets?\.|vault:|op://|\*{3,}|x{3,}$|\.{3,}"
+    r"|redacted|hidden|masked|censored|secret$|password$|changeit$|<)",
+    re.IGNORECASE,
+)
+# Endings of English words that describe a password rather than being one ("is expiring").
+_DESCRIPTIVE = re.compile(r"(?:ed|ing|ly|able|ible|ful|less|ive|ous|tion|ment|ness)$")
+_TRAILING = ".,;:)]}>\"'\u201d\u2019\u00bb"  # and typographic closing quotes
+
+
+def _entropy(text: str) -> float:
+    """Shannon entropy of ``text``, in bits per character."""
+    counts = Counter(text).values()
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in counts)
+
+
+def _classes(text: str) -> int:
+    """How many of lower case, upper case and digits ``text`` mixes."""
+    return sum(
+        (
+            any(c.islower() for c in text),
+            any(c.isupper() for c in text),
+            any(c.isdigit() for c in text),
+        )
+    )
+
+
+def _folded(word: str) -> str:
+    """``word`` case-folded and without accents, as :data:`_STOP_WORDS` holds words."""
+    if word.isascii():
+        return word.lower()
+    decomposed = unicodedata.normalize("NFKD", word.casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def _stated_password(value: str) -> bool:
+    """Whether ``value``, written after "password is" or the like, is a password."""
+    word = _folded(value)
+    if len(value) < 3 or word in _STOP_WORDS or _PLACEHOLDER.match(value):
+        return False
+    if len(set(value)) == 1:
+        return False
+    if value.isalpha() and value.islower() and (_DESCRIPTIVE.search(word) or len(value) < 4):
+        return False
+    return not (value.isalpha() and value.istitle() and len(value) < 4)
+
+
+def _strict_password(value: str) -> bool:
+    """For a value after a bare keyword ("passwd hunter2"): a password only if it is not a
+    plain word."""
+    return _stated_password(value) and not value.isalpha()
+
+
+def _stated_key(value: str) -> bool:
+    """Whether ``value``, written after "the API key is" or the like, is a key: long enough,
+    letters and digits, not a placeholder."""
+    if len(value) < 8 or _folded(value) in _STOP_WORDS or _PLACEHOLDER.match(value):
+        return False
+    letters = any(c.isalpha() for c in value)
+    digits = any(c.isdigit() for c in value)
+    return letters and digits and len(set(value)) >= 5
+
+
+def _long_random(value: str) -> bool:
+    """Whether ``value`` is a token-like string: mixed classes, not a plain word."""
+    return len(value) >= 12 and _classes(value) >= 2 and any(c.isdigit() for c in value)
+
+
+_HEX = re.compile(r"[0-9a-fA-F\-]+")
+# Runs that make a string structured rather than random: words (lower, Capitalised or
+# UPPER case) and numbers. A random base62 string of 24 characters or more has less than 45%
+# of its length in such runs 19 times out of 20; names and identifiers have more.
+_STRUCTURED = re.compile(r"[A-Z]?[a-z]{4,}|[A-Z]{4,}|[0-9]{3,}")
+_SEPARATORS = re.compile(r"[_\-]")
+# Base64 openings of SSH public keys (public, so not a secret): ssh-rsa, ssh-ed25519, ecdsa.
+_SSH_PUBLIC = ("AAAAB3NzaC1yc2E", "AAAAC3NzaC1lZDI1NTE5", "AAAAE2VjZHNh")
+
+
+def _high_entropy(token: str) -> bool:
+    """Whether ``token`` reads as a random credential: not hex (SHAs, UUIDs, digests), letters
+    and digits mixed, little structure (words, numbers), and high Shannon entropy."""
+    body = token.rstrip("=")
+    if len(body) < 24 or _HEX.fullmatch(body) or body.startswith(_SSH_PUBLIC):
+        return False
+    if body[0] in "/~" or not any(c.isdigit() for c in body):
+        return False
+    segments = _SEPARATORS.split(body)
+    if len(segments) >= 3 and all(len(s) <= 8 for s in segments):
+        return False  # a name built of short parts: pod-7d9f8-x2k4q, GHSA-2x3c-4v5b-6n7m
+    classes = _classes(body)
+    if classes < 2 or (classes == 2 and len(body) < 32):
+        return False
+    structured = sum(len(m) for m in _STRUCTURED.findall(body))
+    if structured > 0.45 * len(body):
+        return False
+    return _entropy(body) >= min(4.0, 0.8 * math.log2(len(body)))
+
+
+def _word(*alternatives: str) -> str:
+    return "(?:" + "|".join(alternatives) + ")"
+
+
+# What a password is called, in English and in the other languages people write in; the
+# anchors are where such a word starts.
+_PASSWORD_WORD = _word(
+    r"(?<![A-Za-z])(?i:pass(?:word|phrase|code|wd|wort)|pwd|pw)(?![A-Za-z])",
+    r"(?i:mot de passe|mdp|contrase[ñn]a|kennwort|wachtwoord|senha|пароль)",
+    r"パスワード|密码|密碼|비밀번호",
+)
+_PASSWORD_ANCHORS = (
+    "pass", "pw", "mot de passe", "mdp", "contrase", "kennwort", "wachtwoord", "senha",
+    "пароль", "パスワード", "密码", "密碼", "비밀번호",
+)  # fmt: skip
+# "for the grafana admin account", "de la base", "für den Server": what the password is for.
+_FOR_WHAT = (
+    r"(?:\s+(?i:for|of|on|to|at|de|du|pour|del|para|für|fur|von|voor|van|di|per|da|do|dla))"
+    r"(?:\s+(?i:the|our|my|le|la|l'|el|den|dem|der|die|das|de|het|il|lo|o|a))?"
+    r"\s+[\w.@:/\-]+(?:\s+(?i:server|box|host|database|db|account|user|vm|cluster|instance"
+    r"|machine|router|network|console|wifi|wi-fi|panel|admin|root))?"
+)
+# How a password is said to be what follows (longer phrasings first: "is now" before "is").
+_IS = (
+    r"(?:\s*(?::=|=>|->|\u2192|[:=\uff1a])\s*|\s*(?:は|是|为|為|это|\u2014|\u2013)\s*"
+    r"|\s+(?i:is now|is still|is set to|is currently|has been set to|has been changed to|is"
+    r"|was set to|was changed to|was|will be|equals|set to|changed to|est|es|ist|è ora|é|è"
+    r"|är|er|is nu|wordt|ora è|sera|era|lautet|\u2014|-)\s+)"
+)
+# The value: quoted (and may then hold spaces), or up to white space or a separator.
+_OPEN, _CLOSE = "\"'\u201c\u2018\u00ab", "\"'\u201d\u2019\u00bb"  # typographic quotes too
+_VALUE = rf"(?:[{_OPEN}](?P<q>[^{_CLOSE}\n]{{3,80}})[{_CLOSE}]|(?P<v>[^\s{_OPEN};&,][^\s;&,]*))"
+
+# What a key or token is called: "token", "secret", or "key" after a word that makes it a
+# credential ("api key", "bot_token", "client-secret"); a bare "key" is too common to count.
+_KEY_QUALIFIERS = (
+    "api", "access", "auth", "bot", "app", "client", "private", "secret", "session", "refresh",
+    "signing", "webhook", "deploy", "service", "license", "integration", "encryption", "master",
+)  # fmt: skip
+_KEY_WORD = (
+    r"(?<![A-Za-z])(?i:token|secret|"
+    + "|".join(f"(?<={q}{sep})key" for q in _KEY_QUALIFIERS for sep in ("", "_", "-", " "))
+    + r")(?![A-Za-z])"
+)
+
+_BASE64ISH = r"[A-Za-z0-9/+]"
+
+_SHAPES: tuple[_Shape, ...] = (
+    _Shape(
+        "private key",
+        ("-----begin",),
+        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:[\s\S]*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,\-]*)",
+    ),
+    _Shape(
+        "Slack webhook URL",
+        ("hooks.slack.com/",),
+        r"(?:https?://)?hooks\.slack\.com/[A-Za-z0-9_/\-]+",
+        in_word=True,
+    ),
+    _Shape(
+        "Slack token", ("xox", "xapp-"), _NOT_AFTER + r"(?:xox[abposre]|xapp)-[A-Za-z0-9\-]{4,}"
+    ),
+    _Shape("Anthropic API key", ("sk-ant-",), _NOT_AFTER + r"sk-ant-[A-Za-z0-9_\-]{8,}"),
+    _Shape(
+        "OpenAI API key",
+        ("sk-",),
+        _NOT_AFTER + r"sk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}" + _NOT_BEFORE,
+        check=lambda v: any(c.isdigit() for c in v),
+    ),
+    _Shape(
+        "AWS access key",
+        ("akia", "asia", "agpa", "aida", "aroa", "aipa", "anpa", "anva", "abia", "acca"),
+        r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)[A-Z0-9]{16}"
+        r"(?![A-Z0-9])",
+    ),
+    _Shape(
+        "AWS secret key",
+        ("secret",),
+        r"(?i:secret(?:[_\- ]?access)?[_\- ]?key|(?<=aws[_\- ])secret|(?<=aws)secret)[\"']?"
+        r"(?:\s*[:=]\s*|\s+(?i:is|=|:|was|is now)\s+|\s+)[\"']?"
+        rf"(?P<v>{_BASE64ISH}{{40}})(?![A-Za-z0-9/+=])",
+        "v",
+    ),
+    _Shape(
+        "GitHub token",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        _NOT_AFTER + r"(?:(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{22,})",
+    ),
+    _Shape(
+        "GitLab token",
+        ("glpat-", "gldt-", "glrt-", "glptt-"),
+        _NOT_AFTER + r"(?:glpat|gldt|glrt|glptt)-[A-Za-z0-9_\-]{20,}",
+    ),
+    _Shape("Google API key", ("aiza",), _NOT_AFTER + r"AIza[0-9A-Za-z_\-]{35}"),
+    _Shape("Google OAuth token", ("ya29.",), _NOT_AFTER + r"ya29\.[0-9A-Za-z_\-]{20,}"),
+    _Shape(
+        "Stripe key",
+        ("sk_live_", "rk_live_", "sk_test_", "rk_test_", "whsec_"),
+        _NOT_AFTER + r"(?:(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}|whsec_[0-9A-Za-z]{24,})",
+    ),
+    _Shape("npm token", ("npm_",), _NOT_AFTER + r"npm_[A-Za-z0-9]{30,}"),
+    _Shape("PyPI token", ("pypi-",), _NOT_AFTER + r"pypi-AgE[A-Za-z0-9_\-]{40,}"),
+    _Shape("Hugging Face token", ("hf_",), _NOT_AFTER + r"hf_[A-Za-z0-9]{30,}"),
+    _Shape("SendGrid key", ("sg.",), _NOT_AFTER + r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{20,}"),
+    _Shape("Matrix access token", ("syt_",), _NOT_AFTER + r"syt_[A-Za-z0-9_]{10,}"),
+    _Shape(
+        "JSON Web Token",
+        ("eyj",),
+        _NOT_AFTER + r"eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*",
+    ),
+    _Shape(
+        "bearer token",
+        ("auth",),
+        r"(?<![A-Za-z])(?i:authorization|auth)\s*[:=]\s*(?i:bearer|token)\s+(?P<v>[A-Za-z0-9._~+/\-]{8,}=*)",
+        "v",
+    ),
+    _Shape(
+        "basic auth credentials",
+        ("authorization",),
+        r"(?<![A-Za-z])(?i:authorization)\s*[:=]\s*(?i:basic)\s+(?P<v>[A-Za-z0-9+/]{8,}=*)",
+        "v",
+    ),
+    _Shape(
+        "bearer token",
+        ("bearer",),
+        r"(?<![A-Za-z])(?i:bearer)\s+(?P<v>[A-Za-z0-9._~+/\-]{16,}=*)",
+        "v",
+        _long_random,
+    ),
+    _Shape(
+        # user:password@host/... written without a scheme (those with one are URLs, below).
+        "connection string password",
+        ("@",),
+        r"(?<![\w/:.%\-])[\w.%\-]+:(?P<v>[^\s@/:'\"<>]{3,})@[\w.\-]+(?::\d{2,5}/?|/)",
+        "v",
+        lambda v: _stated_password(v) and not v.isdigit(),
+        in_word=True,
+    ),
+    _Shape(
+        "password",
+        _PASSWORD_ANCHORS,
+        _PASSWORD_WORD + f"(?:{_FOR_WHAT})?" + _IS + _VALUE,
+        "value",
+        _stated_password,
+    ),
+    _Shape(
+        "password",
+        ("passwd", "pwd"),
+        r"(?<![A-Za-z])(?i:passwd|pwd)\s+" + _VALUE,
+        "value",
+        _strict_password,
+    ),
+    _Shape(
+        "API key or token",
+        ("key", "token", "secret"),
+        _KEY_WORD + f"(?:{_FOR_WHAT})?" + _IS + _VALUE,
+        "value",
+        _stated_key,
+    ),
+)
+
+# A URL (as cairn.core.redact reads them); its password and token-like query values are
+# found by redact.url_secrets.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]*[^\s'\"<>`.,;:)\]}]")
+# A candidate for the generic rule: a long run of token characters, not part of a longer one.
+_TOKEN = re.compile(r"(?<![A-Za-z0-9_+/.\-])[A-Za-z0-9_+/\-]{24,}={0,2}(?![A-Za-z0-9_+/=.\-])")
+
+
+def _span(shape: _Shape, match: re.Match[str]) -> tuple[int, int] | None:
+    """Where the credential of ``match`` is, or None when its value is not a credential."""
+    if shape.group == "value":
+        group = "q" if match.group("q") is not None else "v"
+        start, end = match.span(group)
+        if group == "v":
+            while end > start and match.string[end - 1] in _TRAILING:
+                end -= 1
+    else:
+        start, end = match.span(shape.group)
+    value = match.string[start:end]
+    if not value or (shape.check is not None and not shape.check(value)):
+        return None
+    return start, end
+
+
+def _in_urls(text: str) -> Iterator[Secret]:
+    """The passwords and token-like query values of the URLs in ``text``."""
+    for match in _URL.finditer(text):
+        url, offset = match.group(0), match.start()
+        values = url_secrets(url)
+        if not values:
+            continue
+        after_scheme = url.find("://") + 3
+        query = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+        at = url.rfind("@", 0, query)
+        if at > after_scheme and ":" in url[after_scheme:at]:
+            where = url.index(":", after_scheme) + 1
+            password, values = url[where:at], values[1:]
+            if _stated_password(password):
+                yield Secret("connection string password", offset + where, offset + at)
+        for value in values:
+            where = url.find(value, query)
+            if where >= 0 and (_long_random(value) or _stated_key(value)):
+                yield Secret("token in a URL", offset + where, offset + where + len(value))
+
+
+def _lower(text: str) -> str:
+    """``text`` in lower case, each character where it was (str.lower may lengthen a few)."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+
+
+def _word_around(text: str, at: int) -> tuple[int, int]:
+    """Where the white-space separated word that holds position ``at`` starts and ends."""
+    start = at
+    while start > 0 and not text[start - 1].isspace():
+        start -= 1
+    end = at
+    while end < len(text) and not text[end].isspace():
+        end += 1
+    return start, end
+
+
+def _literal_alternation(words: Iterable[str]) -> str:
+    """A pattern that matches any of ``words`` (the longest at a place), written as a trie so
+    that the regular expression engine tries few alternatives at each position."""
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def pattern(node: dict[str, Any]) -> str:
+        branches = [re.escape(c) + pattern(rest) for c, rest in sorted(node.items()) if c]
+        if not branches:
+            return ""
+        body = "(?:" + "|".join(branches) + ")" if len(branches) > 1 else branches[0]
+        if "" in node:
+            return f"(?:{body})?"
+        return body
+
+    return pattern(trie)
+
+
+# Every anchor of every shape, and for each the shapes it (or an anchor it begins with) starts.
+_ANCHOR = re.compile(_literal_alternation({a for shape in _SHAPES for a in shape.anchors}))
+_SHAPES_AT: dict[str, tuple[tuple[int, _Shape], ...]] = {
+    anchor: tuple(
+        (rank, s) for rank, s in enumerate(_SHAPES) if any(anchor.startswith(a) for a in s.anchors)
+    )
+    for anchor in {a for shape in _SHAPES for a in shape.anchors}
+}
+
+
+def _matches(text: str, lowered: str) -> Iterator[tuple[_Shape, re.Match[str]]]:
+    """The matches of every shape in ``text``, each tried only where one of its anchors is
+    (anchors may overlap: "mot de passe" holds "pass"), in the order of :data:`_SHAPES`."""
+    tries: list[tuple[int, int, _Shape]] = []
+    found = _ANCHOR.search(lowered)
+    while found is not None:
+        tries += [(rank, found.start(), shape) for rank, shape in _SHAPES_AT[found.group()]]
+        found = _ANCHOR.search(lowered, found.start() + 1)
+    tries.sort(key=lambda t: t[:2])
+    done: dict[int, int] = {}
+    for rank, at, shape in tries:
+        if at < done.get(rank, 0):
+            continue  # inside this shape's previous match
+        if shape.in_word:
+            match = shape.pattern.search(text, *_word_around(text, at))
+        else:
+            match = shape.pattern.match(text, at)
+        if match is not None:
+            done[rank] = match.end()
+            yield shape, match
+
+
+def _long_words(text: str) -> Iterator[tuple[int, str]]:
+    """The white-space separated words of ``text`` long enough to be a random token, with
+    where each starts."""
+    at = 0
+    for word in text.split():
+        if len(word) >= 24:
+            at = text.find(word, at)
+            yield at, word
+            at += len(word)
+
+
+def _candidates(text: str) -> Iterator[Secret]:
+    """Every secret a rule finds: those of URLs first, then each shape in turn, the generic
+    rule last (where two overlap, :func:`find_secrets` keeps the first)."""
+    if "://" in text:
+        yield from _in_urls(text)
+    for shape, match in _matches(text, _lower(text)):
+        span = _span(shape, match)
+        if span is not None:
+            yield Secret(shape.kind, *span)
+    for at, word in _long_words(text):
+        if "://" in word:
+            continue  # a document id in a link is not a credential; URL secrets are above
+        for match in _TOKEN.finditer(word):
+            if _high_entropy(match.group(0)):
+                yield Secret("high-entropy token", at + match.start(), at + match.end())
+
+
+def find_secrets(text: str) -> list[Secret]:
+    """The credentials in ``text``, in order and not overlapping (where two rules find the
+    same place, the more specific one names it). Never raises."""
+    kept: list[Secret] = []
+    for secret in _candidates(text):
+        if all(secret.end <= k.start or k.end <= secret.start for k in kept):
+            kept.append(secret)
+    return sorted(kept, key=lambda s: s.start)
+
+
+def has_secret(text: str) -> bool:
+    """Whether ``text`` holds any credential :func:`find_secrets` finds."""
+    return bool(find_secrets(text))
+
+
+def mask_secrets(text: str) -> tuple[str, list[str]]:
+    """``text`` with each credential replaced by ``[secret removed: <kind>]``, and the kinds
+    found (each once, in order of first appearance). Never raises."""
+    secrets = find_secrets(text)
+    if not secrets:
+        return text, []
+    parts: list[str] = []
+    last = 0
+    for secret in secrets:
+        parts += [text[last : secret.start], removed(secret.kind)]
+        last = secret.end
+    parts.append(text[last:])
+    return "".join(parts), list(dict.fromkeys(s.kind for s in secrets))
