@@ -17,20 +17,17 @@ from __future__ import annotations
 
 import json
 import random
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import click
 from sqlmodel import col, select
 
+from cairn.bench.scratch import scratch_runtime
 from cairn.core.errors import CairnError
-from cairn.core.settings import load_settings
 from cairn.db.models import MemoryUse, OutboundMessage
 from cairn.memory import Scope
-from cairn.runtime import Runtime, build_runtime
+from cairn.runtime import Runtime
 from cairn.sessions.events import ChatEvent, EventType
 from cairn.sessions.ingest import Admission, ingest
 from cairn.sessions.log import EventLog
@@ -121,27 +118,6 @@ class FeedbackFigures:
         return {k: v for k, v in asdict(self).items() if k != "details"}
 
 
-@contextmanager
-def _scratch_runtime() -> Iterator[Runtime]:
-    """A runtime of its own: SQLite and the embedded index in a temporary folder, offline."""
-    with tempfile.TemporaryDirectory(prefix="cairn-bench-feedback-") as tmp:
-        settings = load_settings(
-            CAIRN_HOME=tmp,
-            CAIRN_DATABASE_URL=f"sqlite:///{Path(tmp) / 'bench.db'}",
-            CAIRN_QDRANT_URL=None,
-            CAIRN_BROKER_URL=None,
-            CAIRN_REDIS_URL=None,
-            CAIRN_LLM="offline",
-            CAIRN_AGENT="cairn",
-            CAIRN_UNTRUSTED_USERS=[],
-        )
-        rt = build_runtime(settings)
-        try:
-            yield rt
-        finally:
-            rt.close()
-
-
 class _Team:
     """The simulated people, talking to the bot through ingest and the worker."""
 
@@ -216,7 +192,7 @@ def run_feedback(
 ) -> FeedbackFigures:
     """Simulate ``sessions`` questions of a team with feedback; the figures (see module doc)."""
     rng = random.Random(seed)
-    with _scratch_runtime() as rt:
+    with scratch_runtime("feedback") as rt:
         team = _Team(rt)
         scope = Scope(TENANT, rt.settings.agent)
         ids: dict[int, Topic] = {}

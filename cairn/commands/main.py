@@ -304,6 +304,10 @@ def show_config(as_json: bool) -> None:
             "cairn.bench.context:bench_context",
             "Drive a generated ops thread through the context engine and classic mode.",
         ),
+        "poisoning": (
+            "cairn.bench.poisoning:poisoning_command",
+            "Tell the bot attack texts and honest facts; count what it kept as trusted memory.",
+        ),
     },
 )
 def bench() -> None:

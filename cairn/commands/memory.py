@@ -20,7 +20,7 @@ import click
 from cairn.commands.common import name_checker
 from cairn.core.errors import InvalidInput, NotFound
 from cairn.core.progress import progress_bar
-from cairn.memory.records import MEMORY_KINDS, Memory
+from cairn.memory.records import MEMORY_KINDS, Memory, memory_status
 from cairn.memory.scope import Scope
 from cairn.memory.store import MemoryStore
 
@@ -82,9 +82,10 @@ def _table(rows: list[Memory], scores: list[float] | None = None) -> None:
     headers = ["id", *(["score"] if scores else []), "kind", "tier", "visibility", "text", "state"]
     cells = []
     for i, m in enumerate(rows):
-        state = "retracted" if m.retracted else ("confirmed" if m.confirmed else "")
+        state = memory_status(m)
         score = [f"{scores[i]:.3f}"] if scores else []
-        cells.append([f"#{m.id}", *score, m.kind, m.tier, m.visibility, m.text, state])
+        seen = f"{m.visibility}, in {m.private_to} only" if m.private_to else m.visibility
+        cells.append([f"#{m.id}", *score, m.kind, m.tier, seen, m.text, state])
     if sys.stdout.isatty():
         try:
             from rich.console import Console
@@ -238,25 +239,62 @@ def _share_command(action: str) -> Any:
         callback=name_checker("user"),
         help="Who does it (default: your login name).",
     )
+    @click.option(
+        "--workspace",
+        is_flag=True,
+        help="Between conversations instead of agents: a memory learned in a private "
+        "conversation becomes visible in every conversation of the workspace (unshare: private "
+        "to its conversation again). Done as an admin.",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print the memory and its history.")
     @click.argument("memory_id", type=int)
     def command(
-        memory_id: int, tenant: str | None, agent: str | None, by: str | None, as_json: bool
+        memory_id: int,
+        tenant: str | None,
+        agent: str | None,
+        by: str | None,
+        workspace: bool,
+        as_json: bool,
     ) -> None:
         import getpass
 
         from cairn.memory import sharing
 
-        act = sharing.share if action == "share" else sharing.unshare
+        who = by or getpass.getuser()
         with scoped_runtime(tenant, agent) as (rt, scope):
-            m = act(rt.memory, memory_id, scope, by=by or getpass.getuser())
+            if workspace:
+                across = sharing.widen if action == "share" else sharing.narrow
+                m = across(rt.memory, memory_id, scope, by=who, admin=True)
+                seen = "every conversation" if m.private_to is None else f"{m.private_to} only"
+            else:
+                between = sharing.share if action == "share" else sharing.unshare
+                m = between(rt.memory, memory_id, scope, by=who)
+                seen = f"every agent of {m.tenant}" if m.visibility != "private" else str(m.agent)
             if as_json:
                 click.echo(json.dumps({**memory_json(m), "audit": _audit(rt.memory, m, scope)}))
             else:
-                seen = "every agent of " + m.tenant if m.visibility != "private" else m.agent
                 click.echo(f"{action}d #{m.id} (now visible to {seen}): {m.text}")
 
     return command
+
+
+@memory.command("restore")
+@click.argument("memory_id", type=int)
+@_scope_options
+@click.option(
+    "--by",
+    "by",
+    default=None,
+    callback=name_checker("user"),
+    help="Who restores (default: your login name); recorded.",
+)
+def memory_restore(memory_id: int, tenant: str | None, agent: str | None, by: str | None) -> None:
+    """Undo a retraction, as an admin: the memory is recalled again; the act is recorded."""
+    import getpass
+
+    with scoped_runtime(tenant, agent) as (rt, scope):
+        m = rt.memory.restore(memory_id, scope, by=by or getpass.getuser(), admin=True)
+        click.echo(f"restored #{m.id}: {m.text}")
 
 
 memory.command(

@@ -124,7 +124,11 @@ def list_memos(agent: str, everything: bool, tenant: str | None, as_json: bool) 
     try:
         box, default_tenant = _box()
         memos = box.inbox(
-            tenant or default_tenant, agent, include_acknowledged=everything, limit=1000
+            tenant or default_tenant,
+            agent,
+            include_acknowledged=everything,
+            limit=1000,
+            every_conversation=True,  # an operator's view: private conversations' memos too
         )
     except CairnError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -154,7 +158,7 @@ def ack(memo_id: int, agent: str, tenant: str | None) -> None:
     """Mark memo MEMO_ID as dealt with by AGENT (it is no longer delivered to it)."""
     try:
         box, default_tenant = _box()
-        done = box.acknowledge(tenant or default_tenant, agent, memo_id)
+        done = box.acknowledge(tenant or default_tenant, agent, memo_id, every_conversation=True)
     except CairnError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"acknowledged {_show(done)}")

@@ -24,7 +24,10 @@ from typing import Any
 
 from cairn.core.redact import url_secrets
 
-__all__ = ["Secret", "find_secrets", "has_secret", "mask_secrets", "removed"]
+__all__ = ["SECRET_MARK", "Secret", "find_secrets", "has_secret", "mask_secrets", "removed"]
+
+# How every marker :func:`removed` writes begins, so a masked text is known as such.
+SECRET_MARK = "[secret removed:"  # noqa: S105 (a marker, not a password)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +41,7 @@ class Secret:
 
 def removed(kind: str) -> str:
     """What :func:`mask_secrets` writes in place of a secret of ``kind``."""
-    return f"[secret removed: {kind}]"
+    return f"{SECRET_MARK} {kind}]"
 
 
 class _Shape:

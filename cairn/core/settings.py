@@ -258,6 +258,8 @@ class MemorySettings(BaseModel):
     weight_scope: float = Field(default=0.05, ge=0)
     # The factor on the rank of an unconfirmed memory from an untrusted author (1: no penalty).
     weight_untrusted: float = Field(default=0.6, ge=0, le=1)
+    # The factor on the rank of an unconfirmed memory that reads like an instruction.
+    weight_flagged: float = Field(default=0.5, ge=0, le=1)
     weight_warm: float = Field(default=0.9, ge=0, le=1)
     weight_cold: float = Field(default=0.75, ge=0, le=1)
     half_life_days: float = Field(default=30.0, gt=0)

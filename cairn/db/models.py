@@ -352,6 +352,8 @@ class MemoRow(SQLModel, table=True):
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
     expires_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    # The private conversation it was sent from, and the only one it is shown in; NULL: any.
+    private_to: str | None = Field(default=None, max_length=CHANNEL_CHARS)
 
 
 class MemoReceipt(SQLModel, table=True):

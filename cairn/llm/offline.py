@@ -26,7 +26,8 @@ OFFLINE_NOTE = "(offline: I answer from memory only; set ANTHROPIC_API_KEY for a
 
 HELP = (
     "I'm running offline, without a language model, so I work as a memory:\n"
-    "- remember <fact>: I store it for every thread of this workspace\n"
+    "- remember <fact>: I store it for every thread of this conversation (of the whole "
+    "workspace when said in a public channel)\n"
     "- what do you know about <topic>? (or any question): I recall what I stored\n"
     "- forget <fact>: I retract it (kept for audit, never recalled again)"
 )
@@ -138,6 +139,12 @@ def _memos(context: str) -> list[str]:
     return found
 
 
+def _standing(card: dict[str, Any]) -> str:
+    """ ", unconfirmed, flagged ..." for a memory card whose status people should know."""
+    status = str(card.get("standing", ""))
+    return f", {status}" if "flagged" in status or "untrusted" in status else ""
+
+
 def _phrase(result: ToolResultBlock) -> str:
     if result.is_error:
         return f"I couldn't do that: {result.content}"
@@ -149,15 +156,21 @@ def _phrase(result: ToolResultBlock) -> str:
         found = data["memories"]
         if not found:
             return f"I don't remember anything about {data.get('query', 'that')}."
-        lines = [f"- {m['text']} (#{m['id']}, since {m['since']})" for m in found]
+        lines = [f"- {m['text']} (#{m['id']}, since {m['since']}{_standing(m)})" for m in found]
         return "Here is what I remember:\n" + "\n".join(lines)
     status = data.get("status")
     if status == "memo sent":
         return f"Memo sent to {data['to']}."
+    if status == "stored" and data.get("flagged"):
+        return f"Noted, but flagged: {data['flagged']}."
     if status == "stored":
         return "Got it, I'll remember that."
     if status == "already known":
         return f"I already knew that: {data['text']}"
+    if status == "was retracted":
+        return f"I won't remember that again: {data['reason']}."
+    if status == "restored":
+        return f"Restored: {data['text']}"
     if status == "retracted":
         return f"Forgotten: {data['text']} (kept for audit only)."
     if status == "disputed":

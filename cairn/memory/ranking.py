@@ -67,6 +67,7 @@ class Standing:
     tier: str
     same_place: bool  # written in the channel or thread the question comes from
     untrusted: bool = False  # from an untrusted author and not yet confirmed by a person
+    flagged: bool = False  # reads like an instruction, and not yet confirmed by another person
 
 
 def modifier(w: MemorySettings, standing: Standing, now: datetime) -> float:
@@ -88,6 +89,8 @@ def modifier(w: MemorySettings, standing: Standing, now: datetime) -> float:
         factor *= 1.0 + w.weight_scope
     if standing.untrusted:
         factor *= w.weight_untrusted
+    if standing.flagged:
+        factor *= w.weight_flagged
     return max(factor, 0.0)
 
 

@@ -328,4 +328,5 @@ def _standing(row: MemoryRow | Any, scope: Scope) -> Standing:
         tier=row.tier,
         same_place=same_place,
         untrusted=row.untrusted and not row.confirmed,
+        flagged=row.flagged and not row.confirmed,
     )

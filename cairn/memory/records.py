@@ -18,6 +18,7 @@ from sqlalchemy import ColumnElement, Row, and_, or_
 from sqlmodel import col
 
 from cairn.core.errors import InvalidInput
+from cairn.core.secrets import SECRET_MARK, find_secrets
 from cairn.core.text import clean_text
 from cairn.db.models import MemoryRow
 from cairn.memory.scope import Scope, Visibility
@@ -28,6 +29,7 @@ __all__ = [
     "Memory",
     "checked_memory",
     "content_hash",
+    "memory_status",
     "visible_to",
 ]
 
@@ -96,6 +98,19 @@ class Memory:
         )
 
 
+def memory_status(memory: Memory) -> str:
+    """A memory's standing in a few words, as people and the model are shown it."""
+    if memory.retracted:
+        return "retracted"
+    if memory.confirmed:
+        return "confirmed"
+    if memory.flagged:
+        return "unconfirmed, flagged as instruction-like"
+    if memory.untrusted:
+        return "unconfirmed, from an untrusted author"
+    return "unconfirmed"
+
+
 def content_hash(text: str) -> str:
     """The dedupe key of a memory's text: case, spacing and final punctuation do not count."""
     folded = re.sub(r"\s+", " ", text.casefold()).strip().rstrip(".!?;: ")
@@ -133,9 +148,19 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 def checked_memory(text: str, kind: str) -> str:
     """``text`` as a memory of ``kind`` is stored (cleaned), after every check a write applies.
 
-    Raises InvalidInput for empty or oversized text, control characters and unknown kinds.
+    Raises InvalidInput for empty or oversized text, control characters, unknown kinds, and
+    text that holds a credential (or the marker of one removed from a message): secrets are
+    never memories. The message names the kind of secret, never the secret.
     """
     text = _validated_text(text)
+    kinds = sorted({found.kind for found in find_secrets(text)})
+    if not kinds and SECRET_MARK in text:
+        kinds = ["a secret removed from the message"]
+    if kinds:
+        raise InvalidInput(
+            f"not stored: it contains {', '.join(kinds)}. Secrets are never kept as memories; "
+            "keep it in a secret manager, and rotate it if it was real"
+        )
     if kind not in MEMORY_KINDS:
         raise InvalidInput(f"unknown memory kind {kind!r}; use one of {', '.join(MEMORY_KINDS)}")
     return text

@@ -86,6 +86,7 @@ class Source:
     message: str = ""
     author: str = ""
     untrusted: bool = False
+    admin: bool = False  # the author is an admin (CAIRN_ADMINS): may restore any retraction
 
 
 def private_to(channel: str, said: Iterable[Mapping[str, Any] | None]) -> str | None:

@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from cairn.core.errors import Forbidden, NotFound
+from cairn.core.injection import instruction_reason
 from cairn.core.settings import MemorySettings
 from cairn.db import Database, ensure_tenant
 from cairn.db.models import MemoryAudit, MemoryOutbox, MemoryRow, utcnow
@@ -125,7 +126,7 @@ class MemoryStore:
         created_at: datetime | None = None,
         flush: bool = True,
         vector: Sequence[float] | None = None,
-        flagged: bool = False,
+        flagged: bool | None = None,
     ) -> Remembered:
         """Store ``text`` in ``scope``, or return the existing memory it duplicates.
 
@@ -136,15 +137,19 @@ class MemoryStore:
         ``created_at`` dates a memory that happened earlier (an imported conversation).
         ``flush=False`` leaves the index work in the outbox for a later :meth:`flush_outbox`
         (bulk loads); ``vector`` is the text's embedding when the caller has it already.
-        ``flagged`` marks text that reads like an instruction to the assistant: it stays
-        unconfirmed until someone other than its author confirms it, and ranks lower.
+        ``flagged`` marks text that reads like an instruction to the assistant (None: decided
+        here, by :func:`~cairn.core.injection.instruction_reason`): it stays unconfirmed until
+        someone other than its author confirms it, and ranks lower.
 
         A retraction sticks: a text that restates a retracted memory visible in ``scope`` stores
         nothing and returns that memory, still retracted (see :meth:`restore`).
 
-        Raises InvalidInput for empty or oversized text, control characters and unknown kinds.
+        Raises InvalidInput for empty or oversized text, control characters, unknown kinds and
+        text holding a credential (see :func:`~cairn.memory.records.checked_memory`).
         """
         text = checked_memory(text, kind)
+        if flagged is None:
+            flagged = kind != "episode" and instruction_reason(text) is not None
         source = source or Source()
         digest = content_hash(text)
         key = scope.key(visibility, scope.private_to)

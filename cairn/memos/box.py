@@ -60,8 +60,10 @@ class MemoBox:
         *,
         priority: int = 0,
         expires_at: datetime | None = None,
+        private_to: str | None = None,
     ) -> Memo:
-        """Store a memo to ``recipient`` (an agent name, or ``*`` for every agent).
+        """Store a memo to ``recipient`` (an agent name, or ``*`` for every agent); one sent
+        from a private conversation (``private_to``, its channel) is shown only there.
 
         Raises InvalidInput for an empty or oversized text, a malformed recipient, a priority
         outside -10..10, or an expiry in the past.
@@ -89,6 +91,7 @@ class MemoBox:
                 text=text,
                 priority=priority,
                 expires_at=expires_at,
+                private_to=private_to,
             )
             s.add(row)
             s.flush()
@@ -103,13 +106,26 @@ class MemoBox:
         include_acknowledged: bool = False,
         limit: int = 20,
         only: int | None = None,
+        private_to: str | None = None,
+        every_conversation: bool = False,
     ) -> list[Memo]:
         """Unexpired memos to ``agent`` (or to all agents), highest priority first, then oldest
-        (``only``: just the memo with that id, if it is one of them)."""
+        (``only``: just the memo with that id, if it is one of them). Memos sent from a private
+        conversation are shown only in it (``private_to``); ``every_conversation`` (an
+        operator's view) shows them all."""
         # One query of plain rows, filtered and limited in the database: an agent's old memos
         # (read, acknowledged, never expiring) pile up, and this runs on every turn.
-        query = _inbox_query(include_read, include_acknowledged, only is not None)
-        params = {"tenant": tenant, "agent": agent, "now": utcnow(), "limit": limit, "only": only}
+        query = _inbox_query(
+            include_read, include_acknowledged, only is not None, not every_conversation
+        )
+        params = {
+            "tenant": tenant,
+            "agent": agent,
+            "now": utcnow(),
+            "limit": limit,
+            "only": only,
+            "room": private_to or "",
+        }
         with self.db.engine.connect() as conn:
             return [
                 _memo(row, read=row.read_at is not None, acknowledged=row.acked_at is not None)
@@ -120,14 +136,34 @@ class MemoBox:
         """Record that ``agent`` has been shown these memos."""
         self._receipt(tenant, agent, memo_ids, acknowledge=False)
 
-    def acknowledge(self, tenant: str, agent: str, memo_id: int) -> Memo:
-        """Mark a memo as dealt with by ``agent``; raises NotFound if it is not in its inbox."""
+    def acknowledge(
+        self,
+        tenant: str,
+        agent: str,
+        memo_id: int,
+        *,
+        private_to: str | None = None,
+        every_conversation: bool = False,
+    ) -> Memo:
+        """Mark a memo as dealt with by ``agent``; raises NotFound if it is not in its inbox
+        (as seen from ``private_to``, see :meth:`inbox`)."""
+
         # Looked up by id: an agent with many memos may acknowledge any of them, not only
         # the first page of its inbox.
-        if not self.inbox(tenant, agent, include_acknowledged=True, only=memo_id):
+        def find() -> list[Memo]:
+            return self.inbox(
+                tenant,
+                agent,
+                include_acknowledged=True,
+                only=memo_id,
+                private_to=private_to,
+                every_conversation=every_conversation,
+            )
+
+        if not find():
             raise NotFound(f"no memo #{memo_id} for {agent}")
         self._receipt(tenant, agent, [memo_id], acknowledge=True)
-        [memo] = self.inbox(tenant, agent, include_acknowledged=True, only=memo_id)
+        [memo] = find()
         return memo
 
     def purge_expired(self, *, older_than: timedelta, now: datetime | None = None) -> int:
@@ -174,10 +210,13 @@ class MemoBox:
                 s.add(receipt)
 
 
-@lru_cache(maxsize=8)
-def _inbox_query(include_read: bool, include_acknowledged: bool, only: bool) -> Select[Any]:
+@lru_cache(maxsize=16)
+def _inbox_query(
+    include_read: bool, include_acknowledged: bool, only: bool, private: bool
+) -> Select[Any]:
     """The inbox query for one combination of filters, built once; its values are the
-    parameters tenant, agent, now, limit and only."""
+    parameters tenant, agent, now, limit, only and room (with ``private``, memos of a private
+    conversation other than room are left out)."""
     memos, receipts = table(MemoRow), table(MemoReceipt)
     agent: BindParameter[str] = bindparam("agent")
     query = (
@@ -196,6 +235,10 @@ def _inbox_query(include_read: bool, include_acknowledged: bool, only: bool) -> 
     )
     if only:
         query = query.where(memos.c.id == bindparam("only"))
+    if private:
+        query = query.where(
+            or_(memos.c.private_to.is_(None), memos.c.private_to == bindparam("room"))
+        )
     if not include_read:
         query = query.where(receipts.c.read_at.is_(None))
     if not include_acknowledged:

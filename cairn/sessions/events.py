@@ -10,6 +10,7 @@ from typing import Any
 
 from cairn.core.errors import InvalidInput
 from cairn.core.reactions import emoji_name
+from cairn.core.secrets import mask_secrets
 from cairn.core.text import LONE_SURROGATE, clean_text, printable
 from cairn.db.models import (
     AGENT_CHARS,
@@ -84,6 +85,8 @@ class ChatEvent:
     ``admin`` is true for a workspace or room admin (who may retract anyone's memory).
     ``private`` is true unless the frontend knows the conversation is public (a public Slack
     channel, a public unencrypted Matrix room): what is learned in a private one stays there.
+    ``secrets`` names the kinds of credential :meth:`validated` removed from the text (it never
+    reaches the session log, the model, memory or a log line).
     """
 
     platform: str
@@ -103,6 +106,7 @@ class ChatEvent:
     untrusted: bool = False
     admin: bool = False
     private: bool = True
+    secrets: tuple[str, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -110,7 +114,8 @@ class ChatEvent:
             object.__setattr__(self, "reaction", emoji_name(self.reaction))
 
     def validated(self, max_chars: int) -> ChatEvent:
-        """This event with its text cleaned.
+        """This event with its text cleaned, and any credential in it replaced by a marker
+        (``[secret removed: Slack token]``; the kinds removed are in ``secrets``).
 
         Raises InvalidInput, naming the field, when a name is missing, longer than the schema
         keeps (see NAME_LIMITS) or not printable, or when the text is empty, too long or not
@@ -143,7 +148,8 @@ class ChatEvent:
                     f"the message is {len(text)} characters long; the limit is {max_chars} "
                     "(CAIRN_MAX_MESSAGE_CHARS). Split it, or attach long logs as a file."
                 )
-            return _replace(self, text=text)
+            text, removed = mask_secrets(text)
+            return _replace(self, text=text, secrets=tuple(removed))
         if not self.reaction or not self.target_id:
             raise InvalidInput("a reaction event needs the emoji and the message it is on")
         return self

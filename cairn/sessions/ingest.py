@@ -76,6 +76,7 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
                     "addressed": event.addressed,
                     "untrusted": event.untrusted,
                     "private": event.private,
+                    **({"secrets": list(event.secrets)} if event.secrets else {}),
                 },
                 wake=True,  # a new message wakes an ended session
             )

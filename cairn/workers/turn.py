@@ -171,9 +171,12 @@ def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: Session
         )
     ]
     said += [
-        Said("notice", f"remembered: {m.text}", ((m.id, "announced"),))
+        Said("notice", remembered_notice(m), ((m.id, "announced"),))
         for m in _unique(outcome.announced)
     ]
+    kinds = event.data.get("secrets")
+    if kinds:
+        said.append(Said("notice", secrets_notice([str(k) for k in kinds])))
     said += [Said("notice", f"retracted: {m.text}", ()) for m in _unique(outcome.retracted)]
     _finish(rt, session, event, said, turn=turn)
 
@@ -198,13 +201,16 @@ def _turn(
         author=event.user,
         # The frontend knows guests and bots; the settings name anyone else not to trust.
         untrusted=event.data.get("untrusted") is True or event.user in rt.settings.untrusted_users,
+        admin=event.user in rt.settings.admins,
     )
     # The context engine resumes the session (checkpoint + newer events) and folds this message
     # in; pastes in it become artifacts and cards before anything reaches the model.
     # Its checkpoint and telemetry are written with the reply, in one transaction.
     turn = ContextEngine(rt.db, rt.settings.context).begin(session, event, deferred=True)
     recalled = rt.memory.recall(turn.query, scope, rt.settings.memory.recall_k)
-    memos = MemoBox(rt.db).inbox(session.tenant_id, agent, include_read=False)
+    memos = MemoBox(rt.db).inbox(
+        session.tenant_id, agent, include_read=False, private_to=scope.private_to
+    )
     system = SYSTEM_FRAME.format(agent=agent)
     spec = rt.settings.agent_spec(agent)
     instructions = spec.instructions.strip() or agent_instructions(rt.db, session.tenant_id, agent)
@@ -347,6 +353,26 @@ def _finish(
                     attempts=int(current.data.get("attempts", 1)),
                 )
             )
+
+
+def remembered_notice(memory: Memory) -> str:
+    """What the thread is told of a new memory; a flagged one says so, and who may confirm it."""
+    if memory.flagged:
+        return (
+            f"remembered, flagged: {memory.text}\n(it reads like an instruction to the assistant, "
+            "so it is kept as an unconfirmed fact and ranks lower; someone other than its author, "
+            "or an admin, can confirm it with a reaction)"
+        )
+    return f"remembered: {memory.text}"
+
+
+def secrets_notice(kinds: list[str]) -> str:
+    """What the thread is told when credentials were removed from a message."""
+    what = ", ".join(sorted(set(kinds)))
+    return (
+        f"I removed what looks like a secret ({what}) from your message before reading or "
+        "storing it: secrets are never kept as memories. If it is real, rotate it."
+    )
 
 
 def _unique(memories: list[Memory]) -> list[Memory]:

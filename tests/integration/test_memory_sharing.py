@@ -13,11 +13,11 @@ from click.testing import CliRunner
 from sqlmodel import select
 
 from cairn.cli import main
-from cairn.core.errors import InvalidInput, NotFound
+from cairn.core.errors import Forbidden, InvalidInput, NotFound
 from cairn.core.settings import load_settings
 from cairn.db.models import MemoryAudit
 from cairn.memory import Scope, Source, Visibility
-from cairn.memory.sharing import history, share, unshare
+from cairn.memory.sharing import history, narrow, share, unshare, widen
 from cairn.runtime import Runtime, build_runtime
 from cairn.workers.tools import Toolbox
 
@@ -149,3 +149,54 @@ def test_the_cli_shares_and_unshares_with_json_and_scope_flags() -> None:
     assert out.startswith(f"unshared #{memory_id} (now visible to ops)")
     code, out = _cli("memory", "search", "deploys frozen", "--agent", "review", "--json")
     assert out == ""
+
+
+DM = Scope("acme", "ops", channel="D1", private_to="D1")
+SALARY = "The deploy bot's budget is 123456 a year"
+
+
+def test_only_the_author_or_an_admin_widens_a_private_conversations_memory(
+    runtime: Runtime,
+) -> None:
+    memory_id = runtime.memory.remember(SALARY, DM, source=Source(author="ann")).memory.id
+    assert _texts(runtime, OPS, "what is the deploy bot's budget?") == []
+    with pytest.raises(Forbidden):
+        widen(runtime.memory, memory_id, DM, by="mallory")
+    with pytest.raises(NotFound):  # not visible from another conversation at all
+        widen(runtime.memory, memory_id, Scope("acme", "ops", private_to="D2"), by="ann")
+    widened = widen(runtime.memory, memory_id, DM, by="ann")
+    assert widened.private_to is None
+    assert _texts(runtime, OPS, "what is the deploy bot's budget?") == [SALARY]
+    with pytest.raises(Forbidden):
+        narrow(runtime.memory, memory_id, OPS, by="mallory")
+    narrowed = narrow(runtime.memory, memory_id, OPS, by="boss", admin=True)
+    assert narrowed.private_to == "D1"
+    assert _texts(runtime, OPS, "what is the deploy bot's budget?") == []
+    assert _texts(runtime, DM, "what is the deploy bot's budget?") == [SALARY]
+    assert [(e.action, e.actor) for e in history(runtime.memory, memory_id, DM)] == [
+        ("widen", "ann"),
+        ("narrow", "boss"),
+    ]
+
+
+def test_the_cli_widens_and_narrows_as_an_admin_and_restores_retractions() -> None:
+    rt = build_runtime(load_settings())
+    try:
+        dm = Scope("console", "ops", private_to="D9")
+        memory_id = rt.memory.remember(FREEZE, dm, source=Source(author="ann")).memory.id
+        rt.memory.retract(memory_id, dm, by="ann")
+    finally:
+        rt.close()
+    code, out = _cli("memory", "restore", str(memory_id), "--agent", "ops", "--by", "root")
+    assert (code, out) == (0, f"restored #{memory_id}: {FREEZE}\n")
+    code, out = _cli("memory", "share", str(memory_id), "--agent", "ops", "--workspace", "--json")
+    assert code == 0
+    shared = json.loads(out)
+    assert shared["private_to"] is None
+    assert [a["action"] for a in shared["audit"]] == ["retract", "restore", "widen"]
+    code, out = _cli("memory", "unshare", str(memory_id), "--agent", "ops", "--workspace")
+    assert code == 0
+    assert out.startswith(f"unshared #{memory_id} (now visible to D9 only)")
+    code, out = _cli("memory", "unshare", str(memory_id), "--agent", "ops", "--workspace")
+    assert code == 1
+    assert "was not shared beyond its conversation" in out

@@ -137,3 +137,20 @@ def test_upkeep_deletes_memos_long_past_their_expiry_and_keeps_the_rest(
     with runtime.db.session() as s:
         assert s.exec(select(MemoReceipt).where(MemoReceipt.memo_id == stale.id)).all() == []
     assert box.purge_expired(older_than=keep, now=later) == 0  # done once, nothing left
+
+
+def test_a_memo_sent_from_a_private_conversation_is_shown_only_there(box: MemoBox) -> None:
+    box.send("acme", "ops", "review", "my salary is 123456", private_to="D1")
+    box.send("acme", "ops", "review", "deploys are frozen")
+    public = [m.text for m in box.inbox("acme", "review")]
+    assert public == ["deploys are frozen"]
+    other_dm = [m.text for m in box.inbox("acme", "review", private_to="D2")]
+    assert other_dm == ["deploys are frozen"]
+    same_dm = {m.text for m in box.inbox("acme", "review", private_to="D1")}
+    assert same_dm == {"my salary is 123456", "deploys are frozen"}
+    operator = {m.text for m in box.inbox("acme", "review", every_conversation=True)}
+    assert operator == same_dm
+    secret = next(m for m in box.inbox("acme", "review", private_to="D1") if "salary" in m.text)
+    with pytest.raises(NotFound):
+        box.acknowledge("acme", "review", secret.id)
+    assert box.acknowledge("acme", "review", secret.id, private_to="D1").acknowledged

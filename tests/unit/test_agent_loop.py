@@ -117,7 +117,8 @@ def test_instruction_like_memories_are_flagged_and_never_kept_as_constraints(
     assert "flagged" in data
     [memory] = toolbox.store.newest(toolbox.scope)
     assert memory.kind == "fact"
-    assert memory.disputes == 1
+    assert memory.flagged
+    assert not memory.confirmed
 
 
 def test_plain_facts_are_not_flagged(toolbox: Toolbox) -> None:

@@ -1,4 +1,4 @@
-"""memory learned in a private conversation stays there; flagged memories
+"""memories and memos of a private conversation stay there; flagged memories
 
 Revision ID: 0008
 Revises: 0007
@@ -28,6 +28,8 @@ def upgrade() -> None:
         )
         batch_op.add_column(sa.Column("private_to", sa.String(length=200), nullable=True))
     op.execute("UPDATE memory SET scope_key = scope_key || '|*'")
+    with op.batch_alter_table("memo") as batch_op:
+        batch_op.add_column(sa.Column("private_to", sa.String(length=200), nullable=True))
 
 
 def downgrade() -> None:
@@ -41,6 +43,8 @@ def downgrade() -> None:
             f"{private} memories are private to a conversation; downgrading would show them "
             "everywhere. Retract or export them first."
         )
+    with op.batch_alter_table("memo") as batch_op:
+        batch_op.drop_column("private_to")
     op.execute("UPDATE memory SET scope_key = substr(scope_key, 1, length(scope_key) - 2)")
     with op.batch_alter_table("memory") as batch_op:
         batch_op.drop_column("private_to")
