@@ -223,10 +223,9 @@ _PASSWORD_ANCHORS = (
 )  # fmt: skip
 # "for the grafana admin account", "de la base", "für den Server": what the password is for.
 _FOR_WHAT = (
-    r"(?:\s+(?i:for|of|on|to|at|de|du|pour|del|para|für|fur|von|voor|van|di|per|da|do|dla))"
+    r"(?:\s+(?i:for|of|on|to|at|de|du|pour|del|para|für|fur|von|voor|van|di|per|da|do|dla|от|для))"
     r"(?:\s+(?i:the|our|my|le|la|l'|el|den|dem|der|die|das|de|het|il|lo|o|a))?"
-    r"\s+[\w.@:/\-]+(?:\s+(?i:server|box|host|database|db|account|user|vm|cluster|instance"
-    r"|machine|router|network|console|wifi|wi-fi|panel|admin|root))?"
+    r"(?:\s+[\w.@:/\-]+){1,3}?"
 )
 # How a password is said to be what follows (longer phrasings first: "is now" before "is").
 _IS = (
@@ -350,6 +349,30 @@ _SHAPES: tuple[_Shape, ...] = (
         _PASSWORD_ANCHORS,
         _PASSWORD_WORD + f"(?:{_FOR_WHAT})?" + _IS + _VALUE,
         "value",
+        _stated_password,
+    ),
+    _Shape(
+        # "creds: admin / s3cret", "login is root:toor"
+        "password",
+        ("cred", "login"),
+        r"(?<![A-Za-z])(?i:creds?|credentials|login)\s*(?:[:=]|\s(?i:is|are)\s)\s*[\w.@+\-]+\s*[/:]\s*"
+        r"(?P<v>[^\s,;]{3,})",
+        "v",
+        _stated_password,
+    ),
+    _Shape(
+        # curl -u user:password, mysql -u root -ps3cret
+        "password",
+        ("-u", "--user"),
+        r"(?:-u|--user)[\s=]+[\"']?[\w.@+\-]+:(?P<v>[^\s\"'@]{3,})",
+        "v",
+        _stated_password,
+    ),
+    _Shape(
+        "password",
+        ("mysql",),
+        r"mysql\b[^\n]*?\s-p(?P<v>[^\s\"'\-][^\s\"']{2,})",
+        "v",
         _stated_password,
     ),
     _Shape(

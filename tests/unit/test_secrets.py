@@ -114,6 +114,11 @@ def test_a_private_key_block_without_its_end_line_is_found_to_the_end_of_its_bod
          "kT9f2/Lm8QzR4pXw7YbN1cVd3Hs6Ju0gEa5iOoPl"),
         ("the secret key is kT9f2/Lm8QzR4pXw7YbN1cVd3Hs6Ju0gEa5iOoPl", "AWS secret key",
          "kT9f2/Lm8QzR4pXw7YbN1cVd3Hs6Ju0gEa5iOoPl"),
+        ("grafana creds: admin / Zk9#pL2!qW", "password", "Zk9#pL2!qW"),
+        ("curl -u admin:Sup3rS3cret! https://jenkins.internal/api", "password", "Sup3rS3cret!"),
+        ("mysql -u root -pS3cretPw reporting", "password", "S3cretPw"),
+        ("пароль от сервера: Medved2024", "password", "Medved2024"),
+        ("the default password for new grafana users is changeme", "password", "changeme"),
         ("the API key is 8f3k2m9x0q7w", "API key or token", "8f3k2m9x0q7w"),
         ("client_secret: 4c1f9e0a7b2d8c3e", "API key or token", "4c1f9e0a7b2d8c3e"),
     ],
@@ -161,6 +166,8 @@ def test_stated_passwords_and_contextual_credentials_are_found(
         "mail alice@example.com or ping @bob:matrix.example.org",
         "git clone git@github.com:cairn-bot/cairn.git",
         "the meeting is at 10:30@room 4",
+        "login: use SSO, the credentials are in Vault",
+        "docker run -p8080:80 nginx && ssh -p 2222 ops@bastion",
     ],
 )
 def test_text_that_only_talks_about_secrets_or_looks_random_is_not_a_secret(text: str) -> None:
