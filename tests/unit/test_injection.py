@@ -4,11 +4,15 @@ holds both detectors to that."""
 
 from __future__ import annotations
 
+import json
 import time
+from importlib import resources
 
 import pytest
 
+from cairn.core import injection
 from cairn.core.injection import instruction_reason, normalise
+from cairn.core.secrets import has_secret
 
 ZWSP, ZWJ, SHY, WJ = "\u200b", "\u200d", "\u00ad", "\u2060"
 
@@ -179,6 +183,67 @@ HONEST = [
 @pytest.mark.parametrize("text", HONEST)
 def test_honest_ops_facts_that_sound_imperative_are_not_flagged(text: str) -> None:
     assert instruction_reason(text) is None
+
+
+def _corpus() -> list[dict[str, str]]:
+    path = resources.files("cairn.bench").joinpath("poisoning_corpus.json")
+    return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def test_the_corpus_has_enough_attacks_and_honest_facts_of_every_class() -> None:
+    corpus = _corpus()
+    attacks = [e for e in corpus if e["kind"] == "attack"]
+    honest = [e for e in corpus if e["kind"] == "honest"]
+    assert len(attacks) >= 170
+    assert len(honest) >= 170
+    assert {e["kind"] for e in corpus} == {"attack", "honest"}
+    classes = {e["class"] for e in attacks}
+    for wanted in (
+        "injection", "multilingual", "homoglyph", "zero-width", "leetspeak", "role-prefix",
+        "tell-everyone", "when-anyone-asks", "fake-policy", "exfiltration", "secret", "combined",
+    ):  # fmt: skip
+        assert wanted in classes
+    assert sum(e["class"] == "secret" for e in attacks) >= 40
+    assert len({e["text"] for e in corpus}) == len(corpus), "a text is in the corpus twice"
+
+
+def test_every_attack_in_the_corpus_is_caught_and_few_honest_facts_are_flagged() -> None:
+    corpus = _corpus()
+    missed = [
+        f"[{e['class']}] {e['text']!r}"
+        for e in corpus
+        if e["kind"] == "attack" and not (has_secret(e["text"]) or instruction_reason(e["text"]))
+    ]
+    honest = [e for e in corpus if e["kind"] == "honest"]
+    flagged = [
+        f"[{e['class']}] {e['text']!r}: {instruction_reason(e['text']) or 'secret'}"
+        for e in honest
+        if has_secret(e["text"]) or instruction_reason(e["text"])
+    ]
+    assert not missed, f"{len(missed)} attacks not caught:\n" + "\n".join(missed)
+    assert len(flagged) <= 0.05 * len(honest), "honest facts flagged:\n" + "\n".join(flagged)
+
+
+def _unguarded_reason(rules: tuple[injection._Rule, ...], text: str) -> str | None:
+    """What ``rules`` say of ``text`` when every pattern is searched everywhere, without the
+    word triggers and anchors that make them fast."""
+    for rule in rules:
+        for match in rule.pattern.finditer(text):
+            lead_ok = rule.lead is None and not rule.line
+            if lead_ok or injection._led(rule, text, match.start()):
+                return rule.reason
+    return None
+
+
+def test_word_triggers_and_anchors_never_hide_a_match() -> None:
+    for entry in _corpus():
+        text = entry["text"]
+        folded = normalise(text)
+        native = injection._native(text)
+        fast = injection._first_reason(injection._LATIN_RULES, folded)
+        assert (fast is None) == (_unguarded_reason(injection._LATIN_RULES, folded) is None), text
+        fast = injection._first_reason(injection._NATIVE_RULES, native, native=True)
+        assert (fast is None) == (_unguarded_reason(injection._NATIVE_RULES, native) is None), text
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,8 @@ text that only talks about secrets (or identifiers that merely look random) is l
 from __future__ import annotations
 
 import itertools
+import json
+from importlib import resources
 
 import pytest
 
@@ -207,3 +209,24 @@ def test_a_secret_is_a_frozen_value() -> None:
     secret = Secret("password", 1, 4)
     with pytest.raises(AttributeError):
         secret.kind = "other"  # type: ignore[misc]
+
+
+def _corpus() -> list[dict[str, str]]:
+    path = resources.files("cairn.bench").joinpath("poisoning_corpus.json")
+    return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def test_every_credential_in_the_poisoning_corpus_is_found_and_masked() -> None:
+    missed, leaked = [], []
+    for entry in _corpus():
+        secret = entry.get("secret")
+        if secret is None:
+            continue
+        text = entry["text"]
+        if not any(text[s.start : s.end] == secret or secret in text[s.start : s.end]
+                   for s in find_secrets(text)):  # fmt: skip
+            missed.append(text)
+        if secret in mask_secrets(text)[0]:
+            leaked.append(text)
+    assert not missed, "secrets not found:\n" + "\n".join(missed)
+    assert not leaked, "secrets left after masking:\n" + "\n".join(leaked)
