@@ -93,8 +93,18 @@ class Person:
         assert response.status_code == 200, f"{method} {path}: {response.text}"
         return response.json()
 
-    def create_room(self, *, invite: tuple[str, ...] = (), encrypted: bool = False) -> str:
-        body: dict[str, Any] = {"preset": "private_chat", "invite": list(invite)}
+    def create_room(
+        self,
+        *,
+        invite: tuple[str, ...] = (),
+        encrypted: bool = False,
+        public: bool = False,
+        direct: bool = False,
+    ) -> str:
+        """A room: invite-only (``private_chat``), or anyone may join (``public``), or a direct
+        chat (``direct``: ``trusted_private_chat`` flagged ``is_direct``, as clients make DMs)."""
+        preset = "public_chat" if public else "trusted_private_chat" if direct else "private_chat"
+        body: dict[str, Any] = {"preset": preset, "invite": list(invite), "is_direct": direct}
         if encrypted:
             body["initial_state"] = [
                 {
@@ -312,8 +322,10 @@ def joined(person: Person, room: str, user_id: str) -> bool:
     return person.membership(room, user_id) == "join"
 
 
-def room_with_bot(alice: Person, cairn: Cairn) -> str:
-    room = alice.create_room(invite=(cairn.id,))
+def room_with_bot(
+    alice: Person, cairn: Cairn, *, public: bool = False, direct: bool = False
+) -> str:
+    room = alice.create_room(invite=(cairn.id,), public=public, direct=direct)
     wait_for("the bot to join", lambda: joined(alice, room, cairn.id))
     return room
 
@@ -388,13 +400,13 @@ def test_a_mention_gets_one_reply_in_a_thread_on_it_and_a_follow_up_continues_th
     assert len(answers_to(alice, room, cairn.id, mention)) == 3  # one reply per message, + notice
 
 
-def test_a_memory_from_one_room_is_recalled_in_another_room_of_the_homeserver(
+def test_a_memory_from_one_public_room_is_recalled_in_another_room_of_the_homeserver(
     cairn: Cairn, people: Callable[[str], Person]
 ) -> None:
     cairn.start()
     alice, bob = people("alice"), people("bob")
-    first = room_with_bot(alice, cairn)
-    second = room_with_bot(bob, cairn)
+    first = room_with_bot(alice, cairn, public=True)
+    second = room_with_bot(bob, cairn, public=True)
     mention = alice.send(first, f"remember {FACT}", mention=cairn.id)
     wait_for_answer(
         "the remembered notice",

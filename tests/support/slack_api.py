@@ -2,8 +2,9 @@
 
 :class:`SlackAPI` answers the Web API methods Cairn calls (``POST /api/<method>``, JSON or form
 bodies, the token in ``Authorization``), keeps what a workspace would (posted messages, reactions,
-published views, statuses), records every call, and answers 429 with ``Retry-After`` (or drops
-the connection) on demand. ``apps.connections.open`` hands out the URL of its
+published views, statuses, its conversations), records every call, and answers 429 with
+``Retry-After``, drops the connection, or refuses with Slack's error (``missing_scope``) on
+demand. ``apps.connections.open`` hands out the URL of its
 :class:`SocketModeServer`, a websocket server that sends envelopes the way Slack does and
 records the client's acknowledgements. :func:`signed_headers` signs an HTTP request body with a
 signing secret, as Slack does.
@@ -70,6 +71,43 @@ class _Failure:
     retry_after: int | None
     times: int
     drop: bool = False
+    error: str = ""  # with status 200: Slack's ``{"ok": false, "error": ...}``
+
+
+# The kinds of conversation add_channel knows, and the conversations.info fields of each, as
+# Slack answers them (a private channel made since 2021 has a C id and is_channel true; one made
+# before, a G id and is_group true; a DM has the short object of the old im type).
+_CHANNEL_KINDS: dict[str, JSON] = {
+    "public": {
+        "is_channel": True,
+        "is_group": False,
+        "is_im": False,
+        "is_mpim": False,
+        "is_private": False,
+    },
+    "private": {
+        "is_channel": True,
+        "is_group": False,
+        "is_im": False,
+        "is_mpim": False,
+        "is_private": True,
+    },
+    "group": {
+        "is_channel": False,
+        "is_group": True,
+        "is_im": False,
+        "is_mpim": False,
+        "is_private": True,
+    },
+    "mpim": {
+        "is_channel": False,
+        "is_group": False,
+        "is_im": False,
+        "is_mpim": True,
+        "is_private": True,
+    },
+    "im": {"is_im": True, "is_org_shared": False, "is_user_deleted": False, "priority": 0},
+}
 
 
 @dataclass
@@ -100,6 +138,9 @@ class SlackAPI(BackgroundServer):
         self.tokens: dict[str, tuple[str, str, str]] = {BOT_TOKEN: (team, BOT_USER, BOT_ID)}
         # People of the workspace by user id (users.info); unknown U... ids are plain members.
         self.users: dict[str, JSON] = {}
+        # Conversations by id (conversations.info); of the others, C... ids are public channels,
+        # G... ids private groups and D... ids DMs, and the rest are not found.
+        self.channels: dict[str, JSON] = {}
         # The OAuth app's credentials (oauth.v2.access checks them).
         self.client_id, self.client_secret = CLIENT_ID, CLIENT_SECRET
         # Called with (method, arguments) after a call took effect, before it is answered.
@@ -139,6 +180,12 @@ class SlackAPI(BackgroundServer):
         with self._lock:
             self._failures.setdefault(method, []).append(_Failure(status, retry_after, times))
 
+    def refuse(self, method: str, error: str = "missing_scope", *, times: int = 1) -> None:
+        """Answer the next ``times`` calls of ``method`` with ``{"ok": false, "error": error}``
+        (HTTP 200, as Slack does; ``missing_scope`` names the scope it needed)."""
+        with self._lock:
+            self._failures.setdefault(method, []).append(_Failure(200, None, times, error=error))
+
     def drop(self, method: str, *, times: int = 1) -> None:
         """Close the connection without answering the next ``times`` calls of ``method``."""
         with self._lock:
@@ -148,6 +195,12 @@ class SlackAPI(BackgroundServer):
         """A person of the workspace with users.info flags, e.g. ``is_admin=True``."""
         with self._lock:
             self.users[user] = {"id": user, "team_id": self.team, "name": user.lower(), **flags}
+
+    def add_channel(self, channel: str, kind: str, **fields: Any) -> None:
+        """A conversation for conversations.info: ``kind`` is public, private (a private
+        channel), group (a legacy private channel), mpim (a group DM) or im (a DM)."""
+        with self._lock:
+            self.channels[channel] = _conversation(channel, kind, self.team, **fields)
 
     def add_thread(self, channel: str, messages: list[JSON]) -> None:
         """Messages already in a channel (for conversations.replies), each with ``ts``."""
@@ -303,6 +356,17 @@ class SlackAPI(BackgroundServer):
         }
         return {"ok": True, "user": profile}
 
+    def _conversations_info(self, args: JSON) -> JSON:
+        channel = str(args.get("channel") or "")
+        with self._lock:
+            known = self.channels.get(channel)
+        if known is None:
+            kind = {"C": "public", "G": "group", "D": "im"}.get(channel[:1])
+            if kind is None:
+                return {"ok": False, "error": "channel_not_found"}
+            known = _conversation(channel, kind, args["_team"])
+        return {"ok": True, "channel": known}
+
     def _conversations_replies(self, args: JSON) -> JSON:
         channel, ts = str(args.get("channel")), str(args.get("ts"))
         with self._lock:
@@ -351,6 +415,34 @@ class SlackAPI(BackgroundServer):
         with self._lock:
             self.workspace.views[str(args.get("user_id"))] = cast(JSON, view)
         return {"ok": True, "view": {"id": "V" + uuid.uuid4().hex[:8], **cast(JSON, view)}}
+
+
+# The scope a missing_scope refusal names, by method.
+_SCOPE_OF = {"conversations.info": "channels:read,groups:read,mpim:read,im:read"}
+
+
+def _conversation(channel: str, kind: str, team: str, **fields: Any) -> JSON:
+    """The ``channel`` object conversations.info answers for a conversation of ``kind``."""
+    if kind not in _CHANNEL_KINDS:
+        raise ValueError(f"unknown conversation kind {kind!r}: one of {sorted(_CHANNEL_KINDS)}")
+    if kind == "im":
+        base: JSON = {"id": channel, "created": 1_700_000_000, "user": "UANN"}
+    else:
+        name = fields.pop("name", None) or channel.lower()
+        base = {
+            "id": channel,
+            "name": name,
+            "name_normalized": name,
+            "created": 1_700_000_000,
+            "is_archived": False,
+            "is_general": False,
+            "is_shared": False,
+            "is_ext_shared": False,
+            "is_org_shared": False,
+            "is_member": True,
+            "context_team_id": team,
+        }
+    return {**base, **_CHANNEL_KINDS[kind], **fields}
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -405,7 +497,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after else {}
             error = "ratelimited" if failure.status == 429 else "internal_error"
-            body = json.dumps({"ok": False, "error": error}).encode()
+            refusal: JSON = {"ok": False, "error": failure.error or error}
+            if failure.error == "missing_scope":
+                refusal.update(needed=_SCOPE_OF.get(method, ""), provided="chat:write")
+            body = json.dumps(refusal).encode()
             self._send(failure.status, body, "application/json", headers)
             return
         answer = self.owner.answer(method, args, token)

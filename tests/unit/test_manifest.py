@@ -30,6 +30,11 @@ REQUIRED_BOT_SCOPES = (
     "reactions:read",
     "reactions:write",
     "users:read",
+    # conversations.info, which says whether a conversation is public (memory privacy)
+    "channels:read",
+    "groups:read",
+    "im:read",
+    "mpim:read",
     "assistant:write",
     "commands",
 )

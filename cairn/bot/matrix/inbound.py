@@ -4,7 +4,9 @@ pipeline.
 A message belongs to a session when it mentions the bot (it starts a thread), continues a thread
 that has a session, or replies to a bot message. A storage failure propagates, so that the sync
 retries the whole batch without advancing its ``since`` token; an event that is stored but could
-not be queued (QueueError) is left to recovery; one malformed event is logged and skipped.
+not be queued (QueueError) is left to recovery; one malformed event is logged and skipped. Every
+event says whether its room is private (:mod:`cairn.bot.matrix.privacy`), so that what is
+learned there stays there.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from cairn.bot.matrix.mentions import (
     strip_mention,
     strip_reply_fallback,
 )
+from cairn.bot.matrix.privacy import is_private
 from cairn.bot.matrix.records import EventRecords
 from cairn.bot.matrix.render import message_content
 from cairn.bot.matrix.trust import (
@@ -148,6 +151,8 @@ class Inbound:
             addressed=addressed,
             agent=self.settings.identity_agent if addressed else None,
             untrusted=is_untrusted(str(event.sender), self.settings.matrix.trusted),
+            # What is said in a room that is not public, or is encrypted, is remembered there.
+            private=is_private(room),
             raw=event.source,
         )
         result = await self._accept(chat, room_id, thread)
@@ -168,6 +173,7 @@ class Inbound:
                 reaction=str(event.key),
                 target_id=target,
                 admin=await self._is_admin(room, str(event.sender)),
+                private=is_private(room),  # the memories on the message are read in its room
             ),
             None,
             None,
@@ -211,6 +217,7 @@ class Inbound:
                 event_id=str(event.event_id),
                 reaction=reaction.emoji,
                 target_id=reaction.target,
+                private=is_private(room),
             ),
             None,
             None,

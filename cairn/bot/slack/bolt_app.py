@@ -21,6 +21,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from cairn.bot.slack.conversations import channel_type_of_command
 from cairn.bot.slack.home import (
     CONFIRM_ACTION,
     RETRACT_ACTION,
@@ -162,13 +163,19 @@ def register(
         ack()  # within Slack's 3 seconds; the answer follows through response_url
 
     def command_run(command: dict[str, Any], respond: Respond, context: BoltContext) -> None:
+        team = str(command.get("team_id") or context.team_id or "")
+        channel = str(command.get("channel_id") or "")
         answer = run_command(
             rt,
-            tenant=tenant_of(str(command.get("team_id") or context.team_id)),
-            channel=str(command.get("channel_id") or ""),
+            tenant=tenant_of(team),
+            channel=channel,
             user=str(command.get("user_id") or ""),
             text=str(command.get("text") or ""),
             status=status,
+            # "directmessage", "privategroup" and "mpdm-..." say so; other names are asked.
+            private=inbound.conversations.private(
+                team, channel, channel_type_of_command(command.get("channel_name"))
+            ),
         )
         respond(text=answer, response_type="ephemeral")
 

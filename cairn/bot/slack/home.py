@@ -120,14 +120,22 @@ def confirm_memory(rt: Runtime, tenant: str, memory_id: int, user: str) -> str:
 
 
 def retract_memory(
-    rt: Runtime, tenant: str, memory_id: int, user: str, *, admin: bool = False
+    rt: Runtime,
+    tenant: str,
+    memory_id: int,
+    user: str,
+    *,
+    admin: bool = False,
+    private_to: str | None = None,
 ) -> str:
     """Retract a memory of ``tenant`` if ``user`` may (its author, a configured admin, or a
     workspace admin: ``admin``), else dispute it.
 
-    The rule is the one reactions follow (cairn.workers.feedback). Returns what happened.
+    Only a workspace memory is found, or one private to the conversation ``private_to`` (where
+    /cairn forget was typed). The rule is the one reactions follow (cairn.workers.feedback).
+    Returns what happened.
     """
-    scope = Scope(tenant, rt.settings.agent)
+    scope = Scope(tenant, rt.settings.agent, private_to=private_to)
     memory = rt.memory.get(memory_id, scope)
     if memory is None or memory.retracted:
         return f"There is no memory #{memory_id} to retract here."

@@ -8,7 +8,8 @@ events from the spool in arrival order and decides, for each message, whether it
 session (a mention, a direct message, or a later message in a thread the bot was mentioned in)
 and whether the bot should answer it. While the database is down, that thread holds the event
 and tries it again until it is logged; the events behind it wait their turn, so nothing
-acknowledged is lost and the order is kept.
+acknowledged is lost and the order is kept. Every event says whether its conversation is
+private (:mod:`cairn.bot.slack.conversations`), so that what is learned there stays there.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 
 from cairn.bot.dedupe import Dedupe
 from cairn.bot.pipeline import Pipeline
+from cairn.bot.slack.conversations import Conversations
 from cairn.bot.slack.delivery import Delivery, part_key
 from cairn.bot.slack.mrkdwn import from_slack
 from cairn.bot.slack.people import People
@@ -75,6 +77,7 @@ class Inbound:
         self.delivery = delivery
         self.spool = spool
         self.people = People(workspaces)
+        self.conversations = Conversations(workspaces)
         self._oldest: float | None = None
         self._thread: threading.Thread | None = None
         # The dedupe keys the event in hand has claimed: trying it again must not find them
@@ -248,8 +251,10 @@ class Inbound:
         # user id is in the key: agents with identities of their own each see the message.
         if not self._first(f"slack:message:{me.user_id}:{tenant}:{channel}:{ts}"):
             return
+        # What is said in a DM, a group DM or a private channel is remembered there only.
+        private = self.conversations.private(team, channel, event.get("channel_type"))
         if mentioned and thread != ts and not direct:
-            self._backfill(me, channel, thread, before=ts)
+            self._backfill(me, channel, thread, before=ts, private=private)
         user = str(event.get("user") or event.get("bot_id") or "")
         # Another bot, or a guest, may be heard but not believed without a person's word.
         untrusted = _is_bot(event) or (
@@ -268,6 +273,7 @@ class Inbound:
             addressed=addressed,
             agent=self.settings.identity_agent if addressed else None,
             untrusted=untrusted,
+            private=private,
             raw=event,
         )
         result = self._accept(chat)
@@ -295,8 +301,11 @@ class Inbound:
         """The agent of the thread's session, or None when the thread is not a session."""
         return self.pipeline.log.thread_agent(tenant, channel, thread)
 
-    def _backfill(self, me: BotIdentity, channel: str, thread: str, *, before: str) -> None:
-        """Log the thread's earlier messages (conversations.replies) as context, once."""
+    def _backfill(
+        self, me: BotIdentity, channel: str, thread: str, *, before: str, private: bool
+    ) -> None:
+        """Log the thread's earlier messages (conversations.replies) as context, once;
+        ``private``: whether the channel is a private conversation."""
         tenant = tenant_of(me.team_id)
         if self.settings.slack.follow_threads and self._thread_agent(tenant, channel, thread):
             return  # the session has followed the thread since the bot was first mentioned
@@ -327,6 +336,7 @@ class Inbound:
                     text=text[: self.settings.max_message_chars],
                     message_id=ts,
                     addressed=False,
+                    private=private,
                 )
             )
 
@@ -377,6 +387,8 @@ class Inbound:
                 target_id=target,
                 # Only an added reaction needs it: a removal undoes what was recorded.
                 admin=not removed and self.people.person(team, user).admin,
+                # The memories on the message are read where it was posted.
+                private=self.conversations.private(team, channel),
                 raw=event,
             )
         )

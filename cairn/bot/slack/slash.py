@@ -1,4 +1,8 @@
-"""The ``/cairn`` slash command: help, remember, recall, forget and status, answered privately."""
+"""The ``/cairn`` slash command: help, remember, recall, forget and status, answered privately.
+
+It works on the memory of the conversation it is typed in: what ``/cairn remember`` stores in a
+DM, a group DM or a private channel stays there, as what the bot learns there does.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ __all__ = ["USAGE", "run_command"]
 
 USAGE = """\
 */cairn* — talk to Cairn's memory directly (only you see the answers):
-• `/cairn remember <fact>`: remember it for this workspace
+• `/cairn remember <fact>`: remember it for this workspace (in a DM or a private channel: for \
+that conversation only)
 • `/cairn recall <query>`: what Cairn remembers about it
 • `/cairn forget <fact or #id>`: retract it (its author or an admin; others dispute it)
 • `/cairn status`: how Cairn is doing
@@ -32,14 +37,23 @@ def run_command(
     user: str,
     text: str,
     status: Callable[[], str] | None = None,
+    private: bool = True,
 ) -> str:
-    """Carry out ``/cairn text`` for ``user`` in ``tenant``; returns the answer (mrkdwn)."""
+    """Carry out ``/cairn text`` for ``user`` in ``tenant``; returns the answer (mrkdwn).
+
+    ``private``: whether ``channel`` is a private conversation (a DM, a group DM, a private
+    channel); then what is remembered is visible there only. It defaults to private (fail
+    closed).
+    """
     verb, _, argument = text.strip().partition(" ")
     verb, argument = verb.lower(), argument.strip()
-    scope = Scope(tenant, rt.settings.agent, channel, user)
+    scope = Scope(tenant, rt.settings.agent, channel, user, private_to=channel if private else None)
     try:
         if verb in {"", "help"}:
             return USAGE
+        if private and not channel and verb in {"remember", "recall", "forget"}:
+            # Without its channel, a private conversation's memory has no room to stay in.
+            return "I can't tell which conversation this is, so I can't use its memory."
         if verb == "remember":
             if not argument:
                 return "What should I remember? `/cairn remember deploys are frozen on Fridays`"
@@ -70,8 +84,8 @@ def _forget(rt: Runtime, tenant: str, scope: Scope, user: str, argument: str) ->
         return "Forget what? `/cairn forget deploys are frozen on Fridays` or `/cairn forget #12`"
     by_id = _ID.match(argument)
     if by_id:
-        return retract_memory(rt, tenant, int(by_id.group(1)), user)
+        return retract_memory(rt, tenant, int(by_id.group(1)), user, private_to=scope.private_to)
     found = rt.memory.recall(argument, scope, 1)
     if not found:
         return f"I don't remember anything like {argument}."
-    return retract_memory(rt, tenant, found[0].memory.id, user)
+    return retract_memory(rt, tenant, found[0].memory.id, user, private_to=scope.private_to)

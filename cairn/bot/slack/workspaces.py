@@ -45,6 +45,10 @@ BOT_SCOPES = (
     "reactions:read",
     "reactions:write",
     "users:read",
+    "channels:read",
+    "groups:read",
+    "im:read",
+    "mpim:read",
     "assistant:write",
     "commands",
 )

@@ -1,0 +1,285 @@
+"""What is said to the bot in a Slack DM, a group DM or a private channel is never recalled in a
+public channel; what is said in a public channel is the team's.
+
+The real Slack frontend (Bolt app over signed HTTP requests, slack_sdk, the pipeline and
+in-process workers) against the Web API stand-in, whose ``conversations.info`` says which
+channels are public; the offline model recalls with the memory tools, and one test puts the
+Anthropic stand-in behind it to read every prompt the model was sent.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlmodel import select
+
+from cairn.db.models import MemoryRow
+from tests.support.messages_server import (
+    MessagesServer,
+    Reply,
+    echo_responder,
+    tool_use_message,
+)
+from tests.support.slack_api import BOT_USER, signed_headers
+from tests.support.slack_harness import SIGNING_SECRET, Harness, running_slack
+
+SALARY = "my salary is 123456"
+SECRET = "123456"
+ANN, BOB = "UANN", "UBOB"
+ANN_DM, BOB_DM = "D0ANN", "D0BOB"
+GENERAL, OPS = "C0GENERAL", "C0OPS"  # public channels
+PAYROLL = "C0PAYROLL"  # a private channel (a C id, as Slack gives private channels since 2021)
+MPIM = "G0MPIM"  # a group DM of ann, bob and the bot
+
+_clock = iter(range(1_700_001_000, 1_800_000_000, 10))
+
+
+def _ts() -> str:
+    return f"{next(_clock)}.000100"
+
+
+@pytest.fixture
+def slack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
+    with running_slack(monkeypatch) as harness:
+        _conversations(harness)
+        yield harness
+
+
+def _conversations(h: Harness) -> None:
+    h.api.add_channel(GENERAL, "public", name="general")
+    h.api.add_channel(OPS, "public", name="ops")
+    h.api.add_channel(PAYROLL, "private", name="payroll")
+    h.api.add_channel(MPIM, "mpim", name="mpdm-ann--bob--cairn-1")
+
+
+def mention(h: Harness, channel: str, text: str, *, user: str = ANN) -> str:
+    """``user`` mentions the bot in ``channel`` (an ``app_mention``: it has no channel_type);
+    returns the text of the bot's answers in the thread, once everything is posted."""
+    ts = _ts()
+    event = {
+        "type": "app_mention",
+        "user": user,
+        "text": f"<@{BOT_USER}> {text}",
+        "ts": ts,
+        "channel": channel,
+        "event_ts": ts,
+    }
+    h.deliver(event)
+    return _answers(h, channel, ts)
+
+
+def message(h: Harness, channel: str, channel_type: str, text: str, *, user: str = ANN) -> str:
+    """``user`` writes ``text`` in ``channel`` (a ``message`` event, with its channel_type);
+    returns the text of the bot's answers in the thread."""
+    ts = _ts()
+    event = {
+        "type": "message",
+        "channel_type": channel_type,
+        "user": user,
+        "text": text if channel_type == "im" else f"<@{BOT_USER}> {text}",
+        "ts": ts,
+        "channel": channel,
+        "event_ts": ts,
+    }
+    h.deliver(event)
+    return _answers(h, channel, ts)
+
+
+def _answers(h: Harness, channel: str, ts: str) -> str:
+    h.settle()
+    answers = [p["text"] for p in h.api.posts(channel) if p.get("thread_ts") == ts]
+    assert answers, f"no answer in {channel} to the message {ts}"
+    return "\n".join(answers)
+
+
+def _posted_anywhere_but(h: Harness, *private: str) -> str:
+    return "\n".join(p["text"] for p in h.api.posts() if p["channel"] not in private)
+
+
+def _memory(h: Harness, text: str) -> MemoryRow:
+    with h.pipeline.rt.db.session() as s:
+        (row,) = s.exec(select(MemoryRow).where(MemoryRow.text == text)).all()
+    return row
+
+
+# --- DMs --------------------------------------------------------------------------------------
+
+
+def test_what_ann_tells_the_bot_in_a_dm_is_recalled_in_that_dm_and_nowhere_else(
+    slack: Harness,
+) -> None:
+    told = message(slack, ANN_DM, "im", f"remember {SALARY}")
+    assert f"remembered: {SALARY}" in told
+    assert _memory(slack, SALARY).private_to == ANN_DM
+
+    # Bob asks in a public channel, and so does Ann herself: nothing of the DM comes out.
+    for asker in (BOB, ANN):
+        answer = mention(slack, GENERAL, "what is the salary?", user=asker)
+        assert SECRET not in answer
+        assert "don't remember" in answer
+    # Nor in Bob's own DM with the bot.
+    assert SECRET not in message(slack, BOB_DM, "im", "what is the salary?", user=BOB)
+    assert SECRET not in _posted_anywhere_but(slack, ANN_DM)
+
+    # Asked again in the same DM, the bot recalls it.
+    assert SECRET in message(slack, ANN_DM, "im", "what is the salary?")
+    # A DM is private without asking Slack.
+    assert [c.args["channel"] for c in slack.api.calls("conversations.info")] == [GENERAL]
+
+
+def _model(request: dict[str, Any]) -> Reply | dict[str, Any]:
+    """Asks for the remember tool when told to remember (the turn reads "UANN: remember ...");
+    otherwise answers as :func:`echo_responder` does, recalling nothing itself."""
+    content = (request.get("messages") or [{}])[-1].get("content") or []
+    text = " ".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
+    _, told, fact = text.partition("remember ")
+    if told and not any(b.get("type") == "tool_result" for b in content):
+        return tool_use_message("remember", {"text": fact.strip()})
+    return echo_responder(request)
+
+
+def test_the_prompt_of_a_public_channel_never_holds_a_dm_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Whatever Cairn put in the model's prompt (recalled memories included) is in its requests.
+    with (
+        MessagesServer(api_key="sk-test", responder=_model) as model,
+        running_slack(
+            monkeypatch, ANTHROPIC_API_KEY="sk-test", ANTHROPIC_BASE_URL=model.base_url
+        ) as h,
+    ):
+        _conversations(h)
+        message(h, ANN_DM, "im", f"remember {SALARY}")
+        assert _memory(h, SALARY).private_to == ANN_DM
+        mention(h, OPS, "remember the salary review code is 909090")
+        asked_before = len(model.bodies)
+        mention(h, GENERAL, "what is the salary?", user=BOB)
+        public_prompts = json.dumps(model.bodies[asked_before:])
+        assert "909090" in public_prompts  # the team's memory about salaries was recalled...
+        assert SECRET not in public_prompts  # ...and Ann's DM was not
+
+        asked_before = len(model.bodies)
+        message(h, ANN_DM, "im", "what is the salary?")
+        dm_prompts = model.bodies[asked_before:]
+        assert [b for b in dm_prompts if SECRET in json.dumps(b)]  # recalled into its prompt
+
+
+# --- private channels and group DMs ----------------------------------------------------------
+
+
+def test_a_private_channels_memory_stays_in_it(slack: Harness) -> None:
+    fact = "the payroll run code is 777111"
+    # An app_mention says nothing of the channel: conversations.info says it is private.
+    assert f"remembered: {fact}" in mention(slack, PAYROLL, f"remember {fact}")
+    assert _memory(slack, fact).private_to == PAYROLL
+    assert "777111" not in mention(slack, GENERAL, "what is the payroll run code?", user=BOB)
+    assert "777111" in mention(slack, PAYROLL, "what is the payroll run code?", user=BOB)
+    # A message event says "group" itself, and is believed: no second lookup.
+    assert "777111" in message(slack, PAYROLL, "group", "what is the payroll run code?")
+    assert [c.args["channel"] for c in slack.api.calls("conversations.info")].count(PAYROLL) == 1
+    assert "777111" not in _posted_anywhere_but(slack, PAYROLL)
+
+
+def test_a_group_dms_memory_stays_in_it(slack: Harness) -> None:
+    fact = "the offsite budget is 424242"
+    assert f"remembered: {fact}" in message(slack, MPIM, "mpim", f"remember {fact}")
+    assert _memory(slack, fact).private_to == MPIM
+    assert "424242" not in mention(slack, OPS, "what is the offsite budget?")
+    assert "424242" not in mention(slack, PAYROLL, "what is the offsite budget?")
+    assert "424242" in message(slack, MPIM, "mpim", "what is the offsite budget?", user=BOB)
+    assert "424242" not in _posted_anywhere_but(slack, MPIM)
+
+
+def test_a_public_channels_memory_is_the_teams_in_every_channel(slack: Harness) -> None:
+    fact = "the deploy window code is 909090"
+    assert f"remembered: {fact}" in mention(slack, OPS, f"remember {fact}")
+    assert _memory(slack, fact).private_to is None
+    assert "909090" in mention(slack, GENERAL, "what is the deploy window code?", user=BOB)
+    assert "909090" in message(slack, GENERAL, "channel", "what is the deploy window code?")
+    assert "909090" in message(slack, ANN_DM, "im", "what is the deploy window code?")
+    assert "909090" in mention(slack, PAYROLL, "what is the deploy window code?")
+
+
+def test_when_slack_cannot_say_the_channel_is_treated_as_private(slack: Harness) -> None:
+    # A public channel, but the app lacks the scope to ask (conversations.info: missing_scope).
+    slack.api.add_channel("C0FLAKY", "public", name="flaky")
+    slack.api.refuse("conversations.info", "missing_scope")
+    fact = "the build cache key is 555000"
+    assert f"remembered: {fact}" in mention(slack, "C0FLAKY", f"remember {fact}")
+    assert _memory(slack, fact).private_to == "C0FLAKY"
+    assert "555000" not in mention(slack, GENERAL, "what is the build cache key?", user=BOB)
+    assert "555000" in mention(slack, "C0FLAKY", "what is the build cache key?")
+
+
+# --- reactions and /cairn ----------------------------------------------------------------------
+
+
+def test_a_reaction_in_a_dm_confirms_the_memory_learned_there(slack: Harness) -> None:
+    message(slack, ANN_DM, "im", f"remember {SALARY}")
+    (notice,) = [p for p in slack.api.posts(ANN_DM) if p["text"] == f"remembered: {SALARY}"]
+    slack.deliver(
+        {
+            "type": "reaction_added",
+            "user": ANN,
+            "reaction": "white_check_mark",
+            "item": {"type": "message", "channel": ANN_DM, "ts": notice["ts"]},
+            "item_user": BOT_USER,
+            "event_ts": _ts(),
+        }
+    )
+    slack.settle()
+    assert _memory(slack, SALARY).confirmed
+
+
+def _slash(h: Harness, channel: str, channel_name: str, text: str, user: str = ANN) -> str:
+    form = {
+        "token": "t",
+        "team_id": "T0001",
+        "team_domain": "test",
+        "channel_id": channel,
+        "channel_name": channel_name,
+        "user_id": user,
+        "user_name": user.lower(),
+        "command": "/cairn",
+        "text": text,
+        "api_app_id": "ACAIRN",
+        "response_url": h.api.response_url,
+        "trigger_id": "1.2.3",
+    }
+    before = len(h.api.responses)
+    body = urllib.parse.urlencode(form).encode()
+    headers = signed_headers(SIGNING_SECRET, body)
+    headers["Content-Type"] = "application/x-www-form-urlencoded"
+    assert h.post_raw(body, headers)[0] == 200
+    h.api.wait_for(lambda: len(h.api.responses) > before, what="the command's answer")
+    answer: dict[str, Any] = h.api.responses[-1]
+    return str(answer["text"])
+
+
+def test_cairn_remember_in_a_dm_or_private_channel_stays_there(slack: Harness) -> None:
+    assert _slash(slack, ANN_DM, "directmessage", f"remember {SALARY}").startswith("Remembered")
+    assert _memory(slack, SALARY).private_to == ANN_DM
+    assert SECRET not in _slash(slack, GENERAL, "general", "recall salary", user=BOB)
+    assert SECRET in _slash(slack, ANN_DM, "directmessage", "recall salary")
+
+    fact = "the payroll run code is 777111"
+    # A private channel's own name says nothing: conversations.info decides.
+    assert _slash(slack, PAYROLL, "payroll", f"remember {fact}").startswith("Remembered")
+    assert _memory(slack, fact).private_to == PAYROLL
+    assert "777111" not in _slash(slack, GENERAL, "general", "recall payroll run code")
+    assert "777111" in _slash(slack, PAYROLL, "payroll", "recall payroll run code")
+
+    # Forgetting works where the memory lives.
+    assert _slash(slack, ANN_DM, "directmessage", "forget salary").startswith("Retracted")
+    assert _memory(slack, SALARY).retracted
+
+
+def test_cairn_remember_in_a_public_channel_is_the_teams(slack: Harness) -> None:
+    fact = "lunch is at one"
+    assert _slash(slack, GENERAL, "general", f"remember {fact}").startswith("Remembered")
+    assert _memory(slack, fact).private_to is None
+    assert fact in _slash(slack, BOB_DM, "directmessage", "recall lunch", user=BOB)
