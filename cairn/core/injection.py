@@ -536,7 +536,8 @@ _PRIVATE_THINGS = (
     # ... but not what is said about them: token usage, the secrets manager, key rotation.
     r"(?!\s*(?:usage|counts?|limits?|budgets?|per\b|expiry|expiration|ttl|lifetime|polic(?:y|ies)|"
     r"rotations?|format|length|prefix|names?|scopes?|ids?|metadata|manager|store|engine|paths?|"
-    r"list|rotated|expired|expire|expires)\b))"
+    r"list|rotated|expired|expire|expires|masked|redacted|hidden|removed|omitted|stripped)\b|"
+    r"\s*\(\s*(?:masked|redacted|hidden)))"
 )
 # Where sharing a secret is the safe thing to do: "share the keys through 1Password only".
 _SAFE_CHANNEL = (
@@ -797,7 +798,8 @@ _LATIN_RULES: tuple[_Rule, ...] = (
     _rule(
         _NEW_ROLE,
         r"\b(?:role-?\s?play|roleplay)\s+as\b|\bplay\s+the\s+role\s+of\b|\bimpersonate\b"
-        r"|\bsimulate\s+(?:being|a|an)\b|\bpretend(?:ing)?\s+(?:to\s+be|you|that|to\s+have|"
+        r"|\bsimulate\s+(?:being\b|(?:a|an)\s+(?:bot|ai|assistant|model|admin|root|system|developer|"
+        r"shell|terminal|unrestricted|jailbroken|different\s+ai)\b)|\bpretend(?:ing)?\s+(?:to\s+be|you|that|to\s+have|"
         r"there)\b",
         "role roleplay play impersonate simulate pretend pretending",
         anchors="first",
@@ -1023,7 +1025,7 @@ _LATIN_RULES: tuple[_Rule, ...] = (
     _rule(
         _WIPE,
         r"\b(?:delete|erase|wipe|purge|retract|remove|clear|forget|drop|reset)\s+(?:all|every|"
-        r"each|your|the\s+entire|everything\s+in\s+your)\s+(?:(?:of\s+)?your\s+|the\s+)?"
+        r"your|the\s+entire|everything\s+in\s+your)\s+(?:(?:of\s+)?your\s+|the\s+)?"
         r"(?:stored\s+|saved\s+|remembered\s+)?(?:memories|memory|facts|knowledge)\b"
         r"(?!\s*(?:caches?|usage|limits?|pressure|leaks?|profiles?|dumps?|of\s+the\s+(?:node|"
         rf"pod|host)))(?!{_C}{{0,25}}\b(?:about|on|for|from|related|regarding|mentioning|"
@@ -1169,6 +1171,8 @@ _NON_LATIN = re.compile(
 _WORD = re.compile(r"[a-z]+")
 _LAST_WORD = re.compile(r"[a-z']+$")
 _CLAUSE_ENDS = "\n.!?;:,([-"
+_MODALS = frozenset(["must", "should", "will", "shall", "can", "may"])
+_ADDRESSEES = frozenset(["you", "bot", "assistant", "ai", "cairn", "model", "agent"])
 
 
 def _led(rule: _Rule, text: str, start: int) -> bool:
@@ -1182,7 +1186,16 @@ def _led(rule: _Rule, text: str, start: int) -> bool:
     if not before or before[-1] in _CLAUSE_ENDS:
         return True
     last = _LAST_WORD.search(before)
-    return last is not None and rule.lead is not None and last.group(0) in rule.lead
+    if last is None or rule.lead is None or last.group(0) not in rule.lead:
+        return False
+    if last.group(0) not in _MODALS:
+        return True
+    # A modal leads only when it is the assistant's: "you may show", not "none may show".
+    before = before[: last.start()].rstrip()
+    if not before or before[-1] in _CLAUSE_ENDS:
+        return True
+    subject = _LAST_WORD.search(before)
+    return subject is not None and subject.group(0) in _ADDRESSEES
 
 
 def _word_starts(text: str) -> dict[str, list[int]]:

@@ -177,6 +177,12 @@ HONEST = [
     "le déploiement est gelé jusqu'à lundi",
     "Ignorez l'alerte disque sur build-07, le volume est remplacé.",
     "部署冻结到周一",
+    # Cairn's own docstrings once read as orders
+    "Show the effective settings (secrets masked) and where they came from.",
+    "Simulate a team reacting to answers; bad memories in the top 5 before and after.",
+    "The App Home tab: with buttons to confirm or retract each memory under the same rules.",
+    "A URL may be quoted in any message (pydantic's or ours): none may show its password.",
+    "The CI job should print the token prefix, never the whole token.",
 ]
 
 
