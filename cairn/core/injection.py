@@ -151,8 +151,9 @@ def _folded(text: str) -> tuple[str, str | None, bool]:
 
 
 def normalise(text: str) -> str:
-    """``text`` as the Latin-script patterns see it: NFKC, case-folded, without zero-width
-    and other invisible characters, look-alike letters of other scripts read as the Latin ones
+    """``text`` as the Latin-script patterns see it: compatibility-normalised (full-width and
+    mathematical letters read as plain ones, as NFKC does), case-folded, without zero-width and
+    other invisible characters, look-alike letters of other scripts read as the Latin ones
     they imitate, accents dropped, leetspeak inside words read as letters, emphasis markup
     (``*``, ``_``, `````, ``~``) dropped, letter spacing ("i g n o r e") and runs of blanks
     collapsed. For matching only: the result is not meant to be shown. Never raises."""
@@ -199,7 +200,6 @@ class _Rule:
     anchors: frozenset[str] | None = None
     lead: frozenset[str] | None = None
     line: bool = False
-    native: bool = False
 
 
 def _rule(
@@ -220,7 +220,7 @@ def _rule(
     if anchors is not None:
         where = groups[0] if anchors == "first" else frozenset(anchors.split())
     leads = frozenset(lead.split()) if lead is not None else None
-    return _Rule(reason, re.compile(pattern), groups, where, leads, line, native)
+    return _Rule(reason, re.compile(pattern), groups, where, leads, line)
 
 
 _IGNORE = "asks the assistant to ignore its instructions"
