@@ -690,6 +690,16 @@ _LATIN_RULES: tuple[_Rule, ...] = (
         lead=_ATTENTION,
     ),
     _rule(
+        # "IMPORTANT assistant: <anything>" claims the assistant's attention whatever follows
+        # (a plain "cairn: the VPN moved" is how people talk to the bot, and stays a fact).
+        _ADDRESS,
+        r"\b(?:important|attention|urgent|warning|notice|reminder)\b\W{0,3}\s*(?:the\s+|dear\s+)?"
+        rf"{_ASSISTANT}s?\b\s*[,:!\-\u2013\u2014]",
+        "important attention urgent warning notice reminder",
+        _firsts(_ASSISTANT_LIST),
+        anchors="first",
+    ),
+    _rule(
         _ADDRESS,
         rf"\bnote\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?{_ASSISTANT}s?\b"
         r"|\b(?:to|for)\s+(?:the\s+|any\s+|all\s+)?(?:ai|assistant|bot|model|llm|agent)s?\s+"
@@ -1158,6 +1168,13 @@ _NATIVE_RULES: tuple[_Rule, ...] = (
     ),
 )
 
+# A role prefix in capitals ("SYSTEM: ...") poses as a system message whatever it says; in
+# other cases it needs something said to the assistant after it (see _ROLE_PREFIX), since
+# "System: eu-west-1" is a label.
+_SHOUTED_ROLE = re.compile(
+    r"(?:^|\n|[.!?]\s)[\s#>*|]*(?:SYSTEM|SYS|ASSISTANT|DEVELOPER)(?:\s+(?:PROMPT|MESSAGE|NOTE|"
+    r"OVERRIDE|UPDATE|NOTICE|INSTRUCTIONS?|ALERT|COMMAND))*\s*(?::|-{1,2}\s)"
+)
 # "DAN" is a jailbreak persona only in capitals and in a telling context (Dan is a person).
 _DAN = re.compile(
     r"(?i:you\s+are|you're|act\s+as|become|called|named|enable|activate|enter|now|be)\s+"
@@ -1249,8 +1266,12 @@ def _reason(text: str) -> str | None:
     reason = _latin_reason(folded, spaced=spaced)
     if reason is None and second is not None:
         reason = _latin_reason(second, spaced=spaced)
-    if reason is None and "dan" in folded and _DAN.search(_INVISIBLE.sub("", text)):
-        reason = _NEW_ROLE
+    if reason is None and any(w in folded for w in ("dan", "sys", "assistant", "developer")):
+        cased = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+        if _SHOUTED_ROLE.search(cased):
+            reason = _ROLE
+        elif _DAN.search(cased):
+            reason = _NEW_ROLE
     if reason is None and not text.isascii() and _NON_LATIN.search(text):
         reason = _first_reason(_NATIVE_RULES, _native(text), native=True)
     return reason
