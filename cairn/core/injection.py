@@ -151,8 +151,9 @@ def _folded(text: str) -> tuple[str, str | None, bool]:
 
 
 def normalise(text: str) -> str:
-    """``text`` as the Latin-script patterns see it: NFKC, case-folded, without zero-width
-    and other invisible characters, look-alike letters of other scripts read as the Latin ones
+    """``text`` as the Latin-script patterns see it: compatibility-normalised (full-width and
+    mathematical letters read as plain ones, as NFKC does), case-folded, without zero-width and
+    other invisible characters, look-alike letters of other scripts read as the Latin ones
     they imitate, accents dropped, leetspeak inside words read as letters, emphasis markup
     (``*``, ``_``, `````, ``~``) dropped, letter spacing ("i g n o r e") and runs of blanks
     collapsed. For matching only: the result is not meant to be shown. Never raises."""
@@ -199,7 +200,6 @@ class _Rule:
     anchors: frozenset[str] | None = None
     lead: frozenset[str] | None = None
     line: bool = False
-    native: bool = False
 
 
 def _rule(
@@ -220,7 +220,7 @@ def _rule(
     if anchors is not None:
         where = groups[0] if anchors == "first" else frozenset(anchors.split())
     leads = frozenset(lead.split()) if lead is not None else None
-    return _Rule(reason, re.compile(pattern), groups, where, leads, line, native)
+    return _Rule(reason, re.compile(pattern), groups, where, leads, line)
 
 
 _IGNORE = "asks the assistant to ignore its instructions"
@@ -536,7 +536,8 @@ _PRIVATE_THINGS = (
     # ... but not what is said about them: token usage, the secrets manager, key rotation.
     r"(?!\s*(?:usage|counts?|limits?|budgets?|per\b|expiry|expiration|ttl|lifetime|polic(?:y|ies)|"
     r"rotations?|format|length|prefix|names?|scopes?|ids?|metadata|manager|store|engine|paths?|"
-    r"list|rotated|expired|expire|expires)\b))"
+    r"list|rotated|expired|expire|expires|masked|redacted|hidden|removed|omitted|stripped)\b|"
+    r"\s*\(\s*(?:masked|redacted|hidden)))"
 )
 # Where sharing a secret is the safe thing to do: "share the keys through 1Password only".
 _SAFE_CHANNEL = (
@@ -689,6 +690,16 @@ _LATIN_RULES: tuple[_Rule, ...] = (
         lead=_ATTENTION,
     ),
     _rule(
+        # "IMPORTANT assistant: <anything>" claims the assistant's attention whatever follows
+        # (a plain "cairn: the VPN moved" is how people talk to the bot, and stays a fact).
+        _ADDRESS,
+        r"\b(?:important|attention|urgent|warning|notice|reminder)\b\W{0,3}\s*(?:the\s+|dear\s+)?"
+        rf"{_ASSISTANT}s?\b\s*[,:!\-\u2013\u2014]",
+        "important attention urgent warning notice reminder",
+        _firsts(_ASSISTANT_LIST),
+        anchors="first",
+    ),
+    _rule(
         _ADDRESS,
         rf"\bnote\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?{_ASSISTANT}s?\b"
         r"|\b(?:to|for)\s+(?:the\s+|any\s+|all\s+)?(?:ai|assistant|bot|model|llm|agent)s?\s+"
@@ -797,7 +808,8 @@ _LATIN_RULES: tuple[_Rule, ...] = (
     _rule(
         _NEW_ROLE,
         r"\b(?:role-?\s?play|roleplay)\s+as\b|\bplay\s+the\s+role\s+of\b|\bimpersonate\b"
-        r"|\bsimulate\s+(?:being|a|an)\b|\bpretend(?:ing)?\s+(?:to\s+be|you|that|to\s+have|"
+        r"|\bsimulate\s+(?:being\b|(?:a|an)\s+(?:bot|ai|assistant|model|admin|root|system|developer|"
+        r"shell|terminal|unrestricted|jailbroken|different\s+ai)\b)|\bpretend(?:ing)?\s+(?:to\s+be|you|that|to\s+have|"
         r"there)\b",
         "role roleplay play impersonate simulate pretend pretending",
         anchors="first",
@@ -1023,7 +1035,7 @@ _LATIN_RULES: tuple[_Rule, ...] = (
     _rule(
         _WIPE,
         r"\b(?:delete|erase|wipe|purge|retract|remove|clear|forget|drop|reset)\s+(?:all|every|"
-        r"each|your|the\s+entire|everything\s+in\s+your)\s+(?:(?:of\s+)?your\s+|the\s+)?"
+        r"your|the\s+entire|everything\s+in\s+your)\s+(?:(?:of\s+)?your\s+|the\s+)?"
         r"(?:stored\s+|saved\s+|remembered\s+)?(?:memories|memory|facts|knowledge)\b"
         r"(?!\s*(?:caches?|usage|limits?|pressure|leaks?|profiles?|dumps?|of\s+the\s+(?:node|"
         rf"pod|host)))(?!{_C}{{0,25}}\b(?:about|on|for|from|related|regarding|mentioning|"
@@ -1156,6 +1168,13 @@ _NATIVE_RULES: tuple[_Rule, ...] = (
     ),
 )
 
+# A role prefix in capitals ("SYSTEM: ...") poses as a system message whatever it says; in
+# other cases it needs something said to the assistant after it (see _ROLE_PREFIX), since
+# "System: eu-west-1" is a label.
+_SHOUTED_ROLE = re.compile(
+    r"(?:^|\n|[.!?]\s)[\s#>*|]*(?:SYSTEM|SYS|ASSISTANT|DEVELOPER)(?:\s+(?:PROMPT|MESSAGE|NOTE|"
+    r"OVERRIDE|UPDATE|NOTICE|INSTRUCTIONS?|ALERT|COMMAND))*\s*(?::|-{1,2}\s)"
+)
 # "DAN" is a jailbreak persona only in capitals and in a telling context (Dan is a person).
 _DAN = re.compile(
     r"(?i:you\s+are|you're|act\s+as|become|called|named|enable|activate|enter|now|be)\s+"
@@ -1169,6 +1188,8 @@ _NON_LATIN = re.compile(
 _WORD = re.compile(r"[a-z]+")
 _LAST_WORD = re.compile(r"[a-z']+$")
 _CLAUSE_ENDS = "\n.!?;:,([-"
+_MODALS = frozenset(["must", "should", "will", "shall", "can", "may"])
+_ADDRESSEES = frozenset(["you", "bot", "assistant", "ai", "cairn", "model", "agent"])
 
 
 def _led(rule: _Rule, text: str, start: int) -> bool:
@@ -1182,7 +1203,16 @@ def _led(rule: _Rule, text: str, start: int) -> bool:
     if not before or before[-1] in _CLAUSE_ENDS:
         return True
     last = _LAST_WORD.search(before)
-    return last is not None and rule.lead is not None and last.group(0) in rule.lead
+    if last is None or rule.lead is None or last.group(0) not in rule.lead:
+        return False
+    if last.group(0) not in _MODALS:
+        return True
+    # A modal leads only when it is the assistant's: "you may show", not "none may show".
+    before = before[: last.start()].rstrip()
+    if not before or before[-1] in _CLAUSE_ENDS:
+        return True
+    subject = _LAST_WORD.search(before)
+    return subject is not None and subject.group(0) in _ADDRESSEES
 
 
 def _word_starts(text: str) -> dict[str, list[int]]:
@@ -1236,8 +1266,12 @@ def _reason(text: str) -> str | None:
     reason = _latin_reason(folded, spaced=spaced)
     if reason is None and second is not None:
         reason = _latin_reason(second, spaced=spaced)
-    if reason is None and "dan" in folded and _DAN.search(_INVISIBLE.sub("", text)):
-        reason = _NEW_ROLE
+    if reason is None and any(w in folded for w in ("dan", "sys", "assistant", "developer")):
+        cased = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+        if _SHOUTED_ROLE.search(cased):
+            reason = _ROLE
+        elif _DAN.search(cased):
+            reason = _NEW_ROLE
     if reason is None and not text.isascii() and _NON_LATIN.search(text):
         reason = _first_reason(_NATIVE_RULES, _native(text), native=True)
     return reason

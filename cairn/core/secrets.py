@@ -109,7 +109,8 @@ _STOP_WORDS = frozenset(
 # Placeholders and references to where a secret lives, not the secret itself.
 _PLACEHOLDER = re.compile(
     r"^(?:[$%<\[({]|\{\{|os\.|env\.|process\.env|secrets?\.|vault:|op://|\*{3,}|x{3,}$|\.{3,}"
-    r"|redacted|hidden|masked|censored|secret$|password$|changeit$|<)",
+    r"|redacted|hidden|masked|censored|(?:secret|password|passwd|pass|pwd|pw|token|example"
+    r"|placeholder|your[_-]?password|my[_-]?password)$|<)",
     re.IGNORECASE,
 )
 # Endings of English words that describe a password rather than being one ("is expiring").

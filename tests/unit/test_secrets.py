@@ -170,6 +170,7 @@ def test_stated_passwords_and_contextual_credentials_are_found(
         "the meeting is at 10:30@room 4",
         "login: use SSO, the credentials are in Vault",
         "docker run -p8080:80 nginx && ssh -p 2222 ops@bastion",
+        "`sqlite:///path` or `postgresql://user:pass@host/db`",
     ],
 )
 def test_text_that_only_talks_about_secrets_or_looks_random_is_not_a_secret(text: str) -> None:
