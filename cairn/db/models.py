@@ -221,6 +221,10 @@ class MemoryRow(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("tenant_id", "scope_key", "content_hash", name="uq_memory_dedupe"),
         Index("ix_memory_scope", "tenant_id", "agent", "retracted"),
+        # A write looks for its text in every partition (a retraction sticks everywhere it is
+        # seen) and at the newest retracted memories: both by index, not by tenant scan.
+        Index("ix_memory_hash", "tenant_id", "content_hash", "retracted"),
+        Index("ix_memory_retracted", "tenant_id", "retracted", "id"),
     )
 
     id: int | None = Field(default=None, primary_key=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import or_, update
+from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
@@ -155,15 +155,21 @@ class MemoryStore:
         key = scope.key(visibility, scope.private_to)
         self._ensure_tenant(scope.tenant, source.platform)
         with self.db.session() as s:
+            # The same text retracted anywhere this scope can see stays retracted; else the
+            # same text in this partition is the memory itself. Two lookups, each by index.
             same = s.exec(
-                select(MemoryRow)
-                .where(
+                select(MemoryRow).where(
                     MemoryRow.tenant_id == scope.tenant,
                     MemoryRow.content_hash == digest,
+                    col(MemoryRow.retracted).is_(True),
                     visible_to(scope),
-                    or_(col(MemoryRow.scope_key) == key, col(MemoryRow.retracted).is_(True)),
                 )
-                .order_by(col(MemoryRow.retracted).desc(), col(MemoryRow.id))
+            ).first() or s.exec(
+                select(MemoryRow).where(
+                    MemoryRow.tenant_id == scope.tenant,
+                    MemoryRow.scope_key == key,
+                    MemoryRow.content_hash == digest,
+                )
             ).first()
             if same is not None:
                 return Remembered(Memory.from_row(same), created=False)

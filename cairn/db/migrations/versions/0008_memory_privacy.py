@@ -27,6 +27,12 @@ def upgrade() -> None:
             sa.Column("flagged", sa.Boolean(), nullable=False, server_default=sa.false())
         )
         batch_op.add_column(sa.Column("private_to", sa.String(length=200), nullable=True))
+        batch_op.create_index(
+            "ix_memory_hash", ["tenant_id", "content_hash", "retracted"], unique=False
+        )
+        batch_op.create_index(
+            "ix_memory_retracted", ["tenant_id", "retracted", "id"], unique=False
+        )
     op.execute("UPDATE memory SET scope_key = scope_key || '|*'")
     with op.batch_alter_table("memo") as batch_op:
         batch_op.add_column(sa.Column("private_to", sa.String(length=200), nullable=True))
@@ -47,5 +53,7 @@ def downgrade() -> None:
         batch_op.drop_column("private_to")
     op.execute("UPDATE memory SET scope_key = substr(scope_key, 1, length(scope_key) - 2)")
     with op.batch_alter_table("memory") as batch_op:
+        batch_op.drop_index("ix_memory_retracted")
+        batch_op.drop_index("ix_memory_hash")
         batch_op.drop_column("private_to")
         batch_op.drop_column("flagged")
