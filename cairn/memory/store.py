@@ -157,14 +157,20 @@ class MemoryStore:
         with self.db.session() as s:
             # The same text retracted anywhere this scope can see stays retracted; else the
             # same text in this partition is the memory itself. Two lookups, each by index.
-            same = s.exec(
-                select(MemoryRow).where(
-                    MemoryRow.tenant_id == scope.tenant,
-                    MemoryRow.content_hash == digest,
-                    col(MemoryRow.retracted).is_(True),
-                    visible_to(scope),
-                )
-            ).first() or s.exec(
+            # (Episodes, the turns of an imported conversation, are records, not claims: a
+            # retraction is about what people assert, so they skip that look.)
+            same = (
+                None
+                if kind == "episode"
+                else s.exec(
+                    select(MemoryRow).where(
+                        MemoryRow.tenant_id == scope.tenant,
+                        MemoryRow.content_hash == digest,
+                        col(MemoryRow.retracted).is_(True),
+                        visible_to(scope),
+                    )
+                ).first()
+            ) or s.exec(
                 select(MemoryRow).where(
                     MemoryRow.tenant_id == scope.tenant,
                     MemoryRow.scope_key == key,

@@ -30,9 +30,7 @@ def upgrade() -> None:
         batch_op.create_index(
             "ix_memory_hash", ["tenant_id", "content_hash", "retracted"], unique=False
         )
-        batch_op.create_index(
-            "ix_memory_retracted", ["tenant_id", "retracted", "id"], unique=False
-        )
+        batch_op.create_index("ix_memory_retracted", ["tenant_id", "retracted", "id"], unique=False)
     op.execute("UPDATE memory SET scope_key = scope_key || '|*'")
     with op.batch_alter_table("memo") as batch_op:
         batch_op.add_column(sa.Column("private_to", sa.String(length=200), nullable=True))
