@@ -34,7 +34,7 @@ class Scope:
     written in a private conversation is visible only there; a read sees the workspace's
     memories and those of its own private conversation, never another's. ``every_conversation``
     lifts that for the administration commands (an operator's view of the whole tenant); no
-    chat path sets it.
+    chat path sets it. Raises InvalidInput for a private conversation named "" or "*".
     """
 
     tenant: str
@@ -50,12 +50,13 @@ class Scope:
             raise InvalidInput("a memory scope needs a tenant")
         if not self.agent:
             raise InvalidInput("a memory scope needs an agent")
+        _checked_room(self.private_to)
 
     def key(self, visibility: Visibility, private_to: str | None = None) -> str:
         """The dedupe partition of a memory with ``visibility``, private to the conversation
         ``private_to`` (None: the workspace's)."""
         owner = self.agent if visibility is Visibility.PRIVATE else "*"
-        return f"{self.tenant}|{owner}|{private_to or WORKSPACE}"
+        return f"{self.tenant}|{owner}|{_checked_room(private_to) or WORKSPACE}"
 
     @property
     def rooms(self) -> tuple[str, ...] | None:
@@ -87,6 +88,23 @@ class Source:
     author: str = ""
     untrusted: bool = False
     admin: bool = False  # the author is an admin (CAIRN_ADMINS): may restore any retraction
+
+
+def _checked_room(private_to: str | None) -> str | None:
+    """``private_to`` when it can name a private conversation; raises InvalidInput for "" and
+    "*".
+
+    Those would be read as no conversation ("" is falsy) and written into the workspace's room
+    of the index and its dedupe partition (:meth:`Scope.key`): a memory said in a conversation
+    so named came back as "already known" in public channels, text and all (issue 16, found by
+    tests/property/test_memory_privacy_properties.py). Refused, to fail closed.
+    """
+    if private_to in ("", WORKSPACE):
+        raise InvalidInput(
+            f"a private conversation cannot be named {private_to!r}: that names no "
+            "conversation, or the whole workspace"
+        )
+    return private_to
 
 
 def private_to(channel: str, said: Iterable[Mapping[str, Any] | None]) -> str | None:
