@@ -214,6 +214,10 @@ def _record(
 ) -> None:
     """Change ``row`` and log the act, in one transaction with its index update."""
     assert row.id is not None
+    # Read before the flush: a failed flush expires ``row``, and reading ``row.id`` for the
+    # message then raised PendingRollbackError instead of InvalidInput (narrowing a memory whose
+    # room has said its text again; found by the privacy properties of issue 16).
+    memory_id = row.id
     row.updated_at = utcnow()
     s.add(row)
     s.add(
@@ -231,7 +235,9 @@ def _record(
     try:
         s.flush()
     except IntegrityError as exc:  # the same text landed in the target partition meanwhile
-        raise InvalidInput(f"memory #{row.id} collides with an existing one: {exc.orig}") from exc
+        raise InvalidInput(
+            f"memory #{memory_id} collides with an existing one: {exc.orig}"
+        ) from exc
 
 
 def _after(store: MemoryStore, memory_id: int, scope: Scope) -> Memory:
