@@ -23,15 +23,11 @@ from dataclasses import asdict, dataclass, field
 import click
 from sqlmodel import col, select
 
-from cairn.bench.scratch import scratch_runtime
-from cairn.core.errors import CairnError
+from cairn.bench.scratch import handled, scratch_runtime
 from cairn.db.models import MemoryUse, OutboundMessage
 from cairn.memory import Scope
 from cairn.runtime import Runtime
 from cairn.sessions.events import ChatEvent, EventType
-from cairn.sessions.ingest import Admission, ingest
-from cairn.sessions.log import EventLog
-from cairn.workers.turn import handle_pending
 
 __all__ = ["TOPICS", "FeedbackFigures", "Topic", "feedback_command", "run_feedback"]
 
@@ -123,7 +119,6 @@ class _Team:
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        self.log = EventLog(rt.db)
         self.reactions = 0
         self._events = 0
 
@@ -140,10 +135,7 @@ class _Team:
             event_id=f"m{self._events}",
             private=False,  # a public channel: the bench reads the workspace's memory
         )
-        result = ingest(self.log, event, agent=self.rt.settings.agent, max_chars=4000)
-        if result.session_id is None or result.event_row is None:
-            raise CairnError(f"the bench message was not taken in: {result.admission}")
-        handle_pending(self.rt, result.session_id)
+        result = handled(self.rt, event)
         with self.rt.db.session() as s:
             posted = s.exec(
                 select(OutboundMessage)
@@ -170,10 +162,7 @@ class _Team:
             event_id=f"r{self._events}",
             private=False,
         )
-        result = ingest(self.log, event, agent=self.rt.settings.agent, max_chars=4000)
-        if result.admission is not Admission.QUEUED or result.session_id is None:
-            raise CairnError(f"the bench reaction was not taken in: {result.admission}")
-        handle_pending(self.rt, result.session_id)
+        handled(self.rt, event)
         self.reactions += 1
 
     def used(self, message: OutboundMessage) -> set[int]:

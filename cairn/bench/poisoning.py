@@ -29,14 +29,11 @@ from typing import Any
 import click
 from sqlmodel import select
 
-from cairn.bench.scratch import scratch_runtime
-from cairn.core.errors import CairnError, InvalidInput
+from cairn.bench.scratch import handled, scratch_runtime
+from cairn.core.errors import InvalidInput
 from cairn.db.models import MemoryAudit, MemoryRow, OutboundMessage, SessionEvent
 from cairn.runtime import Runtime
 from cairn.sessions.events import ChatEvent
-from cairn.sessions.ingest import Admission, ingest
-from cairn.sessions.log import EventLog
-from cairn.workers.turn import handle_pending
 
 __all__ = ["Entry", "PoisoningFigures", "load_corpus", "poisoning_command", "run_poisoning"]
 
@@ -155,10 +152,7 @@ def _tell(rt: Runtime, thread: str, user: str, text: str) -> None:
         event_id=f"e-{thread}",
         private=False,  # a public channel: the worst case, team memory
     )
-    result = ingest(EventLog(rt.db), event, agent=rt.settings.agent, max_chars=40_000)
-    if result.admission is not Admission.QUEUED or result.session_id is None:
-        raise CairnError(f"the bench message of {thread} was not taken in: {result.admission}")
-    handle_pending(rt, result.session_id)
+    handled(rt, event, max_chars=40_000)
 
 
 class _Lines(logging.Handler):

@@ -208,17 +208,16 @@ def _audit(store: MemoryStore, m: Memory, scope: Scope) -> list[dict[str, Any]]:
     ]
 
 
+def _by_option(help_text: str) -> Callable[[_Command], _Command]:
+    """The ``--by`` option of the commands that record who acted."""
+    return click.option("--by", "by", default=None, callback=name_checker("user"), help=help_text)
+
+
 @memory.command("retract")
 @click.argument("memory_id", type=int)
 @_scope_options
 @click.option("--reason", default="", help="Why (kept for audit).")
-@click.option(
-    "--by",
-    "by",
-    default=None,
-    callback=name_checker("user"),
-    help="Who retracts (default: your login name).",
-)
+@_by_option("Who retracts (default: your login name).")
 def memory_retract(
     memory_id: int, tenant: str | None, agent: str | None, reason: str, by: str | None
 ) -> None:
@@ -232,13 +231,7 @@ def memory_retract(
 
 def _share_command(action: str) -> Any:
     @_scope_options
-    @click.option(
-        "--by",
-        "by",
-        default=None,
-        callback=name_checker("user"),
-        help="Who does it (default: your login name).",
-    )
+    @_by_option("Who does it (default: your login name); recorded.")
     @click.option(
         "--workspace",
         is_flag=True,
@@ -281,13 +274,7 @@ def _share_command(action: str) -> Any:
 @memory.command("restore")
 @click.argument("memory_id", type=int)
 @_scope_options
-@click.option(
-    "--by",
-    "by",
-    default=None,
-    callback=name_checker("user"),
-    help="Who restores (default: your login name); recorded.",
-)
+@_by_option("Who restores (default: your login name); recorded.")
 def memory_restore(memory_id: int, tenant: str | None, agent: str | None, by: str | None) -> None:
     """Undo a retraction, as an admin: the memory is recalled again; the act is recorded."""
     import getpass

@@ -23,7 +23,7 @@ from cairn.core.errors import Forbidden, InvalidInput, NotFound
 from cairn.db.models import MemoryAudit, MemoryOutbox, MemoryRow, utcnow
 from cairn.memory.records import Memory, visible_to
 from cairn.memory.scope import Scope, Visibility
-from cairn.memory.store import MemoryStore
+from cairn.memory.store import MemoryStore, audit_row
 
 __all__ = ["AuditEntry", "history", "narrow", "share", "unshare", "widen"]
 
@@ -67,15 +67,7 @@ def share(store: MemoryStore, memory_id: int, scope: Scope, *, by: str) -> Memor
             "scope_key": row.scope_key,
         }
         team_key = scope.key(Visibility.TEAM, row.private_to)
-        twin = s.exec(
-            select(MemoryRow.id).where(
-                MemoryRow.tenant_id == scope.tenant,
-                MemoryRow.scope_key == team_key,
-                MemoryRow.content_hash == row.content_hash,
-            )
-        ).first()
-        if twin is not None:
-            raise InvalidInput(f"the team already has this memory as #{twin}")
+        _refuse_twin(s, row, team_key, "the team")
         row.visibility, row.agent, row.scope_key = Visibility.TEAM.value, None, team_key
         _record(s, row, SHARE, by, scope, before)
     return _after(store, memory_id, scope)
@@ -139,15 +131,7 @@ def widen(
         before: dict[str, object] = {"private_to": row.private_to, "scope_key": row.scope_key}
         owner = Scope(scope.tenant, row.agent or scope.agent)
         key = owner.key(Visibility(row.visibility), None)
-        twin = s.exec(
-            select(MemoryRow.id).where(
-                MemoryRow.tenant_id == scope.tenant,
-                MemoryRow.scope_key == key,
-                MemoryRow.content_hash == row.content_hash,
-            )
-        ).first()
-        if twin is not None:
-            raise InvalidInput(f"the workspace already has this memory as #{twin}")
+        _refuse_twin(s, row, key, "the workspace")
         row.private_to, row.scope_key = None, key
         _record(s, row, WIDEN, by, scope, before)
     return _after(store, memory_id, scope)
@@ -209,6 +193,19 @@ def _visible(s: Session, memory_id: int, scope: Scope) -> MemoryRow:
     return row
 
 
+def _refuse_twin(s: Session, row: MemoryRow, key: str, where: str) -> None:
+    """Raise InvalidInput when the partition ``key`` already holds ``row``'s text."""
+    twin = s.exec(
+        select(MemoryRow.id).where(
+            MemoryRow.tenant_id == row.tenant_id,
+            MemoryRow.scope_key == key,
+            MemoryRow.content_hash == row.content_hash,
+        )
+    ).first()
+    if twin is not None:
+        raise InvalidInput(f"{where} already has this memory as #{twin}")
+
+
 def _record(
     s: Session, row: MemoryRow, action: str, by: str, scope: Scope, before: dict[str, object]
 ) -> None:
@@ -220,16 +217,7 @@ def _record(
     memory_id = row.id
     row.updated_at = utcnow()
     s.add(row)
-    s.add(
-        MemoryAudit(
-            tenant_id=row.tenant_id,
-            memory_id=row.id,
-            action=action,
-            actor=by or scope.agent,
-            agent=scope.agent,
-            data=before,
-        )
-    )
+    s.add(audit_row(row, action, by, scope, before))
     # The index filters on visibility, owner and conversation too: re-index with the new ones.
     s.add(MemoryOutbox(memory_id=row.id, op="upsert"))
     try:

@@ -35,7 +35,14 @@ from cairn.memory.terms import terms
 if TYPE_CHECKING:
     from cairn.core.settings import Settings
 
-__all__ = ["RESTORE", "RETRACT", "MemoryStore", "Remembered", "retraction_notice"]
+__all__ = [
+    "RESTORE",
+    "RETRACT",
+    "MemoryStore",
+    "Remembered",
+    "audit_row",
+    "retraction_notice",
+]
 
 # memory_audit actions of the store (sharing has its own).
 RETRACT = "retract"
@@ -343,7 +350,7 @@ class MemoryStore:
                 _tombstone(row, by, reason)
                 s.add(row)
                 s.add(MemoryOutbox(memory_id=memory_id, op="delete"))
-                s.add(_audit(row, RETRACT, by, scope, {"reason": reason}))
+                s.add(audit_row(row, RETRACT, by, scope, {"reason": reason}))
             memory = Memory.from_row(row)
         self.index_outbox.after_write()
         return memory
@@ -394,7 +401,7 @@ class MemoryStore:
                 row.updated_at = utcnow()
                 s.add(row)
                 s.add(MemoryOutbox(memory_id=memory_id, op="upsert"))
-                s.add(_audit(row, RESTORE, by, scope, before))
+                s.add(audit_row(row, RESTORE, by, scope, before))
             memory = Memory.from_row(row)
         self.index_outbox.after_write()
         return memory
@@ -441,7 +448,11 @@ def retraction_notice(memory: Memory) -> str:
     )
 
 
-def _audit(row: MemoryRow, action: str, by: str, scope: Scope, data: dict[str, Any]) -> MemoryAudit:
+def audit_row(
+    row: MemoryRow, action: str, by: str, scope: Scope, data: dict[str, Any]
+) -> MemoryAudit:
+    """The ``memory_audit`` row of ``action`` on ``row`` by ``by`` (the agent's name when no
+    person is known), done in ``scope.agent``'s scope; ``data`` is what it replaced."""
     assert row.id is not None
     return MemoryAudit(
         tenant_id=row.tenant_id,
