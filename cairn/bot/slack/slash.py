@@ -47,13 +47,14 @@ def run_command(
     """
     verb, _, argument = text.strip().partition(" ")
     verb, argument = verb.lower(), argument.strip()
-    scope = Scope(tenant, rt.settings.agent, channel, user, private_to=channel if private else None)
+    if verb in {"", "help"}:
+        return USAGE
+    if private and not channel and verb in {"remember", "recall", "forget"}:
+        # Without its channel, a private conversation's memory has no room to stay in.
+        return "I can't tell which conversation this is, so I can't use its memory."
+    room = channel if private and channel else None  # no channel: no memory verb gets here
+    scope = Scope(tenant, rt.settings.agent, channel or None, user, private_to=room)
     try:
-        if verb in {"", "help"}:
-            return USAGE
-        if private and not channel and verb in {"remember", "recall", "forget"}:
-            # Without its channel, a private conversation's memory has no room to stay in.
-            return "I can't tell which conversation this is, so I can't use its memory."
         if verb == "remember":
             if not argument:
                 return "What should I remember? `/cairn remember deploys are frozen on Fridays`"
