@@ -142,6 +142,8 @@ def visible_to(scope: Scope, *, by_id: bool = False) -> ColumnElement[bool]:
     return and_(*conditions)
 
 
+# The kinds named in the markers cairn.core.secrets.removed writes: "[secret removed: password]".
+_REMOVED = re.compile(re.escape(SECRET_MARK) + r" ([^\]]{1,60})\]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -154,12 +156,13 @@ def checked_memory(text: str, kind: str) -> str:
     """
     text = _validated_text(text)
     kinds = sorted({found.kind for found in find_secrets(text)})
-    if not kinds and SECRET_MARK in text:
-        kinds = ["a secret removed from the message"]
-    if kinds:
+    removed = sorted(set(_REMOVED.findall(text)))
+    if kinds or removed or SECRET_MARK in text:
+        what = ", ".join(kinds + [f"{k}, removed from the message" for k in removed])
         raise InvalidInput(
-            f"not stored: it contains {', '.join(kinds)}. Secrets are never kept as memories; "
-            "keep it in a secret manager, and rotate it if it was real"
+            f"not stored: it holds what looks like a secret{f' ({what})' if what else ''}. "
+            "Secrets are never kept as memories; keep it in a secret manager, and rotate it if "
+            "it was real"
         )
     if kind not in MEMORY_KINDS:
         raise InvalidInput(f"unknown memory kind {kind!r}; use one of {', '.join(MEMORY_KINDS)}")
