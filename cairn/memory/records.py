@@ -29,6 +29,8 @@ __all__ = [
     "Memory",
     "checked_memory",
     "content_hash",
+    "may_confirm",
+    "may_retract",
     "memory_status",
     "visible_to",
 ]
@@ -109,6 +111,18 @@ def memory_status(memory: Memory) -> str:
     if memory.untrusted:
         return "unconfirmed, from an untrusted author"
     return "unconfirmed"
+
+
+def may_retract(memory: Memory, user: str, *, admin: bool) -> bool:
+    """Whether ``user`` may retract ``memory`` (anyone else's retract is a dispute): its
+    author, or an admin (a platform admin, or one named in CAIRN_ADMINS)."""
+    return admin or not memory.author or memory.author == user
+
+
+def may_confirm(memory: Memory, user: str, *, admin: bool) -> bool:
+    """Whether ``user``'s confirmation of ``memory`` counts: a flagged memory, or one from an
+    untrusted author, needs the word of someone other than its author (or an admin's)."""
+    return admin or not (memory.flagged or memory.untrusted) or memory.author != user
 
 
 def content_hash(text: str) -> str:

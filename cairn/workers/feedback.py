@@ -14,6 +14,7 @@ from sqlmodel import select
 from cairn.core.errors import Forbidden, InvalidInput, NotFound
 from cairn.db.models import AgentSession, MemoryUse, OutboundMessage, Reaction, SessionEvent, utcnow
 from cairn.memory import Memory, Scope, private_to, sharing
+from cairn.memory.records import may_confirm, may_retract
 from cairn.runtime import Runtime
 
 __all__ = ["apply_reaction"]
@@ -68,7 +69,7 @@ def apply_reaction(
     if existing is not None and existing.removed_at is None:
         return "ack", f":{emoji}: already counted"  # the same person reacting twice counts once
     memories = [m for u in uses if (m := rt.memory.get(u.memory_id, scope)) is not None]
-    actions = _plan(rt, effect, outbound.kind, memories, event.user, admin=admin)
+    actions = _plan(effect, outbound.kind, memories, event.user, admin=admin)
     refused = [m for m in memories if (m.id, "refused") in actions]
     actions = [(m, a) for m, a in actions if a != "refused"]
     for memory_id, action in actions:
@@ -97,15 +98,13 @@ def apply_reaction(
 
 
 def _plan(
-    rt: Runtime, effect: str, kind: str, memories: list[Memory], user: str, *, admin: bool
+    effect: str, kind: str, memories: list[Memory], user: str, *, admin: bool
 ) -> list[tuple[int, str]]:
     live = [m for m in memories if not m.retracted]
     if effect == "retract" and kind != "notice":
         effect = "not_useful"  # a cross on an answer says it didn't help, not "delete it all"
     if effect == "retract":
-        return [
-            (m.id, "retract" if admin or _may_retract(rt, m, user) else "dispute") for m in live
-        ]
+        return [(m.id, "retract" if may_retract(m, user, admin=admin) else "dispute") for m in live]
     if effect == "share":
         if kind != "notice":
             return []  # sharing is asked of what was remembered, not of an answer
@@ -117,20 +116,8 @@ def _plan(
     if effect == "confirm":
         # A flagged memory, or one from an untrusted author, needs another person's word: its
         # author's own confirmation is refused (an admin's counts).
-        return [
-            (m.id, "refused" if _needs_another(m) and m.author == user and not admin else effect)
-            for m in live
-        ]
+        return [(m.id, effect if may_confirm(m, user, admin=admin) else "refused") for m in live]
     return [(m.id, effect) for m in live]
-
-
-def _needs_another(memory: Memory) -> bool:
-    return memory.flagged or memory.untrusted
-
-
-def _may_retract(rt: Runtime, memory: Memory, user: str) -> bool:
-    """The author and the configured admins (CAIRN_ADMINS); platform admins are checked apart."""
-    return not memory.author or memory.author == user or user in rt.settings.admins
 
 
 def _do(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from cairn.memory import Memory, Scope
+from cairn.memory.records import may_confirm, may_retract
 from cairn.runtime import Runtime
 
 __all__ = [
@@ -115,6 +116,8 @@ def confirm_memory(rt: Runtime, tenant: str, memory_id: int, user: str) -> str:
         return f"There is no memory #{memory_id} to confirm here."
     if memory.confirmed:
         return f'"{memory.text}" is already confirmed.'
+    if not may_confirm(memory, user, admin=user in rt.settings.admins):
+        return f'You wrote "{memory.text}"; someone else (or an admin) has to confirm it.'
     rt.memory.adjust(memory_id, validity=1.0, confirmed=True)
     return f'Confirmed "{memory.text}".'
 
@@ -139,7 +142,7 @@ def retract_memory(
     memory = rt.memory.get(memory_id, scope)
     if memory is None or memory.retracted:
         return f"There is no memory #{memory_id} to retract here."
-    if admin or not memory.author or memory.author == user or user in rt.settings.admins:
+    if may_retract(memory, user, admin=admin or user in rt.settings.admins):
         rt.memory.retract(memory_id, scope, by=user, reason="retracted in App Home")
         return f'Retracted "{memory.text}" (kept for audit, never recalled).'
     rt.memory.adjust(memory_id, validity=-1.0, disputes=1)
