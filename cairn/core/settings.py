@@ -175,8 +175,23 @@ class MatrixSettings(BaseModel):
     # Comma-separated homeservers whose users are trusted besides the bot's own; * for any.
     # Users of other servers are heard, but what they teach starts untrusted (docs/adr/0011).
     trusted_servers: str | None = None
-    # End-to-end encryption needs matrix-nio's e2e extra (cairn-bot[matrix-e2e]).
-    encryption: bool = False
+    # End-to-end encryption (docs/adr/0026): reads and answers in encrypted rooms and DMs.
+    encryption: bool = True
+    # The crypto store (keys, sessions, device trust); unset: CAIRN_HOME/matrix/store.
+    store: Path | None = None
+    # How long an event whose keys have not arrived waits before its sender is told.
+    key_wait_seconds: float = Field(default=300.0, gt=0, le=7 * 86400)
+    # Comma-separated devices never trusted: device ids, @user:server/DEVICE, or ed25519 keys.
+    blocked_devices: str | None = None
+
+    def store_dir(self, home: Path) -> Path:
+        """The crypto store folder: CAIRN_MATRIX_STORE, or ``home``/matrix/store."""
+        return self.store.expanduser() if self.store else home / "matrix" / "store"
+
+    @property
+    def blocked(self) -> tuple[str, ...]:
+        """The devices CAIRN_MATRIX_BLOCKED_DEVICES names."""
+        return tuple(_split_commas(self.blocked_devices))
 
     @property
     def inviters(self) -> tuple[str, ...]:
