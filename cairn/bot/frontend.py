@@ -15,6 +15,7 @@ from operator import attrgetter
 from typing import Protocol
 
 from cairn.bot.pipeline import Pipeline
+from cairn.core.errors import CairnError
 from cairn.core.settings import Settings
 
 __all__ = ["Frontend", "configured_frontends", "serve"]
@@ -55,11 +56,19 @@ def configured_frontends(pipeline: Pipeline, settings: Settings) -> list[Fronten
 
 
 def serve(frontends: list[Frontend], stop: threading.Event) -> None:
-    """Run each frontend in a thread until ``stop`` is set or one of them dies."""
+    """Run each frontend in a thread until ``stop`` is set or one of them dies.
+
+    Raises the CairnError a frontend stopped with (rejected credentials, a second frontend of
+    one Matrix account), so that ``cairn run`` says why and exits with an error.
+    """
+    failures: list[CairnError] = []
     threads = []
     for frontend in frontends:
         thread = threading.Thread(
-            target=_guarded, args=(frontend, stop), name=f"frontend-{frontend.name}", daemon=True
+            target=_guarded,
+            args=(frontend, stop, failures),
+            name=f"frontend-{frontend.name}",
+            daemon=True,
         )
         thread.start()
         threads.append(thread)
@@ -68,11 +77,18 @@ def serve(frontends: list[Frontend], stop: threading.Event) -> None:
             stop.set()
     for thread in threads:
         thread.join(timeout=30)
+    if failures:
+        raise failures[0]
 
 
-def _guarded(frontend: Frontend, stop: threading.Event) -> None:
+def _guarded(frontend: Frontend, stop: threading.Event, failures: list[CairnError]) -> None:
     try:
         frontend.run(stop)
-    except Exception:
+    except CairnError as exc:
+        log.error("the %s frontend stopped: %s", frontend.name, exc)
+        failures.append(exc)
+        stop.set()
+    except Exception as exc:
         log.exception("the %s frontend stopped with an error", frontend.name)
+        failures.append(CairnError(f"the {frontend.name} frontend stopped: {exc}"))
         stop.set()

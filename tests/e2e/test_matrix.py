@@ -516,8 +516,9 @@ def test_mentions_sent_while_the_database_is_down_are_answered_once_in_order_aft
 
 
 def test_an_encrypted_room_gets_one_clear_message_that_encryption_is_off(
-    cairn: Cairn, people: Callable[[str], Person]
+    cairn: Cairn, people: Callable[[str], Person], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("CAIRN_MATRIX_ENCRYPTION", "false")
     cairn.start()
     alice = people("alice")
     room = alice.create_room(invite=(cairn.id,), encrypted=True)

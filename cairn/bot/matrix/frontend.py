@@ -24,14 +24,17 @@ from nio.crypto import ENCRYPTION_ENABLED
 
 from cairn.bot.dedupe import open_dedupe
 from cairn.bot.matrix.account import PLATFORM, BotAccount
+from cairn.bot.matrix.crypto import DeviceTrust
 from cairn.bot.matrix.delivery import Delivery, Typing
 from cairn.bot.matrix.inbound import Inbound
 from cairn.bot.matrix.invites import InvitePolicy
 from cairn.bot.matrix.login import Login
 from cairn.bot.matrix.records import EventRecords
 from cairn.bot.matrix.rooms import Rooms
+from cairn.bot.matrix.store import AccountLock, CryptoStore
 from cairn.bot.matrix.sync import SYNC_TIMEOUT_MS, Sync
 from cairn.bot.matrix.sync_state import StateFile
+from cairn.bot.matrix.undecrypted import Undecrypted
 from cairn.bot.pipeline import Pipeline
 from cairn.core.errors import ConfigError
 from cairn.core.settings import Settings
@@ -51,8 +54,9 @@ class MatrixFrontend:
             raise ConfigError("the Matrix frontend needs MATRIX_HOMESERVER and MATRIX_USER_ID")
         if settings.matrix.encryption and not ENCRYPTION_ENABLED:
             raise ConfigError(
-                "CAIRN_MATRIX_ENCRYPTION=true needs matrix-nio's e2e extra (vodozemac): "
-                "pip install 'cairn-bot[matrix-e2e]', or unset CAIRN_MATRIX_ENCRYPTION"
+                "Matrix encryption needs matrix-nio's e2e support, which is missing here: "
+                "pip install 'matrix-nio[e2e]' (or reinstall cairn-bot), or set "
+                "CAIRN_MATRIX_ENCRYPTION=false to stay out of encrypted rooms"
             )
         self.pipeline = pipeline
         self.settings = settings
@@ -61,6 +65,7 @@ class MatrixFrontend:
         self.folder = settings.home_dir / "matrix"
         self.state_file = StateFile(self.folder, self.account.user_id)
         self.state = self.state_file.load(self.account.homeserver, self.account.user_id)
+        self.store = CryptoStore(settings.matrix.store_dir(settings.home_dir), self.account.user_id)
         self.outbox = Outbox(pipeline.rt.db, PLATFORM, settings)
         # Replicas of one bot account (each with its own device when logged in by password) see
         # the same pending rows; a claim here lets only one of them post each row.
@@ -69,16 +74,28 @@ class MatrixFrontend:
         self.login = Login(self.account, settings, self.state, self.state_file)
         self.typing = Typing(records)
         self.delivery = Delivery(self.account, self.outbox, records, self.dedupe)
-        self.inbound = Inbound(pipeline, settings, self.account, records, self.typing)
+        encryption = settings.matrix.encryption
+        self.trust = (
+            DeviceTrust(self.account, settings.matrix.trusted, settings.matrix.blocked)
+            if encryption
+            else None
+        )
+        undecrypted = (
+            Undecrypted(self.state, settings.matrix.key_wait_seconds) if encryption else None
+        )
+        self.inbound = Inbound(
+            pipeline,
+            settings,
+            self.account,
+            records,
+            self.typing,
+            trust=self.trust,
+            undecrypted=undecrypted,
+        )
         invites = InvitePolicy(settings.matrix.inviters)
         self.rooms = Rooms(self.account, invites, self.outbox, self.state, self.typing)
         self.sync = Sync(
-            self.state,
-            self.state_file,
-            self.login,
-            self.inbound,
-            self.rooms,
-            encryption=settings.matrix.encryption,
+            self.state, self.state_file, self.login, self.inbound, self.rooms, trust=self.trust
         )
 
     # --- the Frontend protocol -------------------------------------------------------------
@@ -98,6 +115,10 @@ class MatrixFrontend:
     # --- lifecycle -------------------------------------------------------------------------
 
     async def _run(self, stop: threading.Event) -> None:
+        with AccountLock(self.store):  # one running frontend per account and store
+            await self._run_locked(stop)
+
+    async def _run_locked(self, stop: threading.Event) -> None:
         client = self._client()
         work = asyncio.create_task(self._work(client), name="matrix")
         try:
@@ -114,8 +135,7 @@ class MatrixFrontend:
             await client.close()
 
     def _client(self) -> AsyncClient:
-        store = self.folder / "store"
-        store.mkdir(parents=True, exist_ok=True)
+        self.store.folder.mkdir(parents=True, exist_ok=True)
         config = AsyncClientConfig(
             max_limit_exceeded=None,  # rate limited: wait as told, however often
             max_timeouts=2,  # then our own backoff takes over, and healthy() says so
@@ -127,11 +147,13 @@ class MatrixFrontend:
             self.account.homeserver,
             self.account.user_id,
             device_id=self.state.device_id or None,
-            store_path=str(store),
+            store_path=str(self.store.folder),
             config=config,
         )
         self.rooms.listen(client)
         self.inbound.listen(client)
+        if self.trust is not None:
+            self.trust.listen(client)
         return client
 
     async def _work(self, client: AsyncClient) -> None:

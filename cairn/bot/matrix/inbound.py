@@ -18,14 +18,17 @@ from typing import Any
 from nio import (
     AsyncClient,
     MatrixRoom,
+    MegolmEvent,
     ReactionEvent,
     RedactionEvent,
+    RoomGetEventResponse,
     RoomGetStateResponse,
     RoomMessageText,
     RoomSendResponse,
 )
 
 from cairn.bot.matrix.account import PLATFORM, BotAccount
+from cairn.bot.matrix.crypto import DeviceTrust
 from cairn.bot.matrix.delivery import Typing
 from cairn.bot.matrix.mentions import (
     is_mentioned,
@@ -42,6 +45,7 @@ from cairn.bot.matrix.trust import (
     is_room_admin,
     is_untrusted,
 )
+from cairn.bot.matrix.undecrypted import Undecrypted
 from cairn.bot.pipeline import Pipeline
 from cairn.core.errors import InvalidInput, QueueError
 from cairn.core.settings import Settings
@@ -53,8 +57,9 @@ __all__ = ["TIMELINE_EVENTS", "Inbound"]
 
 log = logging.getLogger(__name__)
 
-# The timeline events taken in; the sync hands over each of them, from a batch or a gap.
-TIMELINE_EVENTS = (RoomMessageText, ReactionEvent, RedactionEvent)
+# The timeline events taken in; the sync hands over each of them, from a batch or a gap. In an
+# encrypted room nio hands them over decrypted, and a MegolmEvent is one it could not decrypt.
+TIMELINE_EVENTS = (RoomMessageText, ReactionEvent, RedactionEvent, MegolmEvent)
 
 
 class Inbound:
@@ -67,12 +72,17 @@ class Inbound:
         account: BotAccount,
         records: EventRecords,
         typing: Typing,
+        *,
+        trust: DeviceTrust | None = None,
+        undecrypted: Undecrypted | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.settings = settings
         self.account = account
         self.records = records
         self.typing = typing
+        self.trust = trust  # None when encryption is off
+        self.undecrypted = undecrypted
         # Set by the sync: the batch is the first of a new device, whose old history is not
         # answered.
         self.history = False
@@ -92,6 +102,12 @@ class Inbound:
         """Take in one timeline event. Storage failures propagate: the batch is retried."""
         if self.history or event.sender == self.account.user_id:
             return
+        if isinstance(event, MegolmEvent):
+            if self.undecrypted is not None:
+                self.undecrypted.keep(self._client(), room, event)
+            return
+        if getattr(event, "decrypted", False) and self._from_blocked_device(event):
+            return
         try:
             if isinstance(event, RoomMessageText):
                 await self._on_message(room, event)
@@ -105,11 +121,23 @@ class Inbound:
             # One malformed event must not stop the room: log it and go on.
             log.exception("could not take in Matrix event %s", getattr(event, "event_id", "?"))
 
+    def _from_blocked_device(self, event: Any) -> bool:
+        """Whether the decrypted ``event`` was sent by a device the bot does not hear."""
+        if self.trust is None:
+            return False
+        blocked = self.trust.is_blocked_sender(
+            self._client(), str(event.sender), str(event.sender_key)
+        )
+        if blocked:
+            log.warning("ignored Matrix event %s from a blocked device", event.event_id)
+        return blocked
+
     async def _on_message(self, room: MatrixRoom, event: RoomMessageText) -> None:
         content: dict[str, Any] = event.source.get("content") or {}
         relation: dict[str, Any] = content.get("m.relates_to") or {}
         if relation.get("rel_type") == "m.replace":
-            return  # an edit; the first version was the message
+            await self._on_edit(room, event, content, relation)
+            return
         room_id = str(room.room_id)
         mentioned = is_mentioned(content, self.account.user_id, self.account.names)
         addressed = True
@@ -135,6 +163,56 @@ class Inbound:
         text = str(event.body or "")
         if "m.in_reply_to" in relation and not relation.get("is_falling_back"):
             text = strip_reply_fallback(text)
+        await self._hand_over(
+            room, event, content, text, thread, addressed=addressed, message_id=None
+        )
+
+    async def _on_edit(
+        self,
+        room: MatrixRoom,
+        event: RoomMessageText,
+        content: dict[str, Any],
+        relation: dict[str, Any],
+    ) -> None:
+        """An edit is read when it adds a mention of the bot to a message it did not take in
+        (someone forgot to mention it); the answer goes where the message is. Otherwise the
+        first version was the message."""
+        new: Any = content.get("m.new_content")
+        original = relation.get("event_id")
+        if not isinstance(new, dict) or not isinstance(original, str):
+            return
+        if not is_mentioned(new, self.account.user_id, self.account.names):
+            return
+        if await asyncio.to_thread(self.records.message_taken, original):
+            return  # answered as it was first said
+        room_id = str(room.room_id)
+        thread = await self._thread_of(room_id, original) or original
+        text = str(new.get("body") or "")
+        await self._hand_over(room, event, new, text, thread, addressed=True, message_id=original)
+
+    async def _thread_of(self, room_id: str, event_id: str) -> str | None:
+        """The thread root of ``event_id``, read from the homeserver (the relation is in the
+        clear part of an encrypted event too); None when it is in no thread."""
+        response = await self._client().room_get_event(room_id, event_id)
+        if not isinstance(response, RoomGetEventResponse):
+            return None
+        relation = (response.event.source.get("content") or {}).get("m.relates_to") or {}
+        root = relation.get("event_id")
+        return root if relation.get("rel_type") == "m.thread" and isinstance(root, str) else None
+
+    async def _hand_over(
+        self,
+        room: MatrixRoom,
+        event: RoomMessageText,
+        content: dict[str, Any],
+        text: str,
+        thread: str,
+        *,
+        addressed: bool,
+        message_id: str | None,
+    ) -> None:
+        """The message ``event`` (its ``content`` and ``text``) into the pipeline."""
+        room_id = str(room.room_id)
         text = strip_mention(text, self.account.user_id, self.account.names).strip()
         if not text:
             return  # a bare mention
@@ -146,7 +224,7 @@ class Inbound:
             user=str(event.sender),
             text=text,
             event_id=str(event.event_id),
-            message_id=str(event.event_id),
+            message_id=message_id or str(event.event_id),
             mentions=mentioned_users(content),
             addressed=addressed,
             agent=self.settings.identity_agent if addressed else None,

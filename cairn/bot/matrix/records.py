@@ -52,6 +52,10 @@ class EventRecords:
         message = message_at(self.db, self.tenant, event_id)
         return message.thread_ref if message is not None else None
 
+    def message_taken(self, event_id: str) -> bool:
+        """Whether the person's message ``event_id`` was taken in (a session has it)."""
+        return self.log.event_at(self.tenant, event_id, EventKind.MESSAGE) is not None
+
     def reaction(self, event_id: str) -> PastReaction | None:
         """The reaction whose Matrix event id is ``event_id``, if it was taken in."""
         row = self.log.event_at(self.tenant, event_id, EventKind.REACTION)

@@ -16,6 +16,7 @@ from typing import Any
 from nio import AsyncClient, MessageDirection, RoomMessagesResponse, SyncResponse
 from sqlalchemy.exc import OperationalError
 
+from cairn.bot.matrix.crypto import DeviceTrust
 from cairn.bot.matrix.inbound import TIMELINE_EVENTS, Inbound
 from cairn.bot.matrix.login import TOKEN_ERRORS, Login
 from cairn.bot.matrix.retry import CONNECTION_ERRORS, Retry, backoff
@@ -47,14 +48,14 @@ class Sync:
         inbound: Inbound,
         rooms: Rooms,
         *,
-        encryption: bool,
+        trust: DeviceTrust | None,
     ) -> None:
         self.state = state
         self.state_file = state_file
         self.login = login
         self.inbound = inbound
         self.rooms = rooms
-        self.encryption = encryption
+        self.trust = trust  # None when encryption is off
         self.connected = False
         self.synced = asyncio.Event()  # set after the first sync: then the rooms are known
         self._last_sync = 0.0
@@ -120,13 +121,15 @@ class Sync:
             for room_id, info in response.rooms.join.items():
                 if info.timeline.limited and info.timeline.prev_batch:
                     await self._fill_gap(client, room_id, str(info.timeline.prev_batch), since)
-        if not self.encryption:
+        if self.trust is None:
             for room_id in response.rooms.join:
                 room = client.rooms.get(room_id)
                 if room is not None and room.encrypted:
                     await self.rooms.warn_encrypted(room_id)
-        else:
-            await _exchange_keys(client)
+            return
+        await self.trust.exchange_keys(client)
+        if self.inbound.undecrypted is not None:
+            await self.inbound.undecrypted.retry(client, self.inbound.take)
 
     async def _fill_gap(self, client: AsyncClient, room_id: str, start: str, since: str) -> None:
         """Take in what a limited timeline left out between ``since`` and ``start``."""
@@ -148,14 +151,3 @@ class Sync:
         for event in reversed(events):  # oldest first, as they happened
             if isinstance(event, TIMELINE_EVENTS):
                 await self.inbound.take(room, event)
-
-
-async def _exchange_keys(client: AsyncClient) -> None:
-    """The key traffic nio's sync_forever would do, for encrypted rooms."""
-    await client.send_to_device_messages()
-    if client.should_upload_keys:
-        await client.keys_upload()
-    if client.should_query_keys:
-        await client.keys_query()
-    if client.should_claim_keys:
-        await client.keys_claim(client.get_users_for_key_claiming())

@@ -2,7 +2,8 @@
 
 The device id and access token (so a restart reuses the device instead of creating a new one
 each time), the sync ``since`` token (so a restart neither replays history nor misses what came
-while it was down), and the rooms already told that encryption is off. The file holds a
+while it was down), the rooms already told that encryption is off, and the encrypted events
+still waiting for their keys. The file holds a
 credential, so it is written owner-only, and atomically, so a crash leaves the old or the new
 version, never half of one. One file per bot account, so that the frontends of agents with
 Matrix users of their own may share a folder.
@@ -16,6 +17,7 @@ import re
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cairn.core.errors import StorageError
 
@@ -32,6 +34,8 @@ class MatrixState:
     access_token: str = ""
     since: str = ""
     warned_rooms: list[str] = field(default_factory=list)
+    # Encrypted events waiting for their keys (cairn.bot.matrix.undecrypted), by event id.
+    undecrypted: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class StateFile:
