@@ -29,6 +29,7 @@ __all__ = ["SYNC_FILTER", "SYNC_TIMEOUT_MS", "Sync"]
 log = logging.getLogger(__name__)
 
 SYNC_TIMEOUT_MS = 30_000
+MIN_SYNC_TIMEOUT_MS = 500
 # Enough timeline per room that a short outage leaves no gap; a longer one is paged back.
 SYNC_FILTER: dict[str, Any] = {
     "room": {"timeline": {"limit": 100}},
@@ -75,7 +76,7 @@ class Sync:
             client.next_batch = since  # so nio handles a batch again that we failed to store
             try:
                 response = await client.sync(
-                    timeout=SYNC_TIMEOUT_MS,
+                    timeout=self._timeout_ms(),
                     sync_filter=SYNC_FILTER,
                     since=since,
                     full_state=True if first else None,
@@ -110,6 +111,14 @@ class Sync:
             self.connected = True
             self._last_sync = time.monotonic()
             self.synced.set()
+
+    def _timeout_ms(self) -> int:
+        """How long a sync may wait for news: less when a kept event is due to be told."""
+        undecrypted = self.inbound.undecrypted
+        due = undecrypted.seconds_to_next_notice() if undecrypted is not None else None
+        if due is None:
+            return SYNC_TIMEOUT_MS
+        return int(min(SYNC_TIMEOUT_MS, max(MIN_SYNC_TIMEOUT_MS, due * 1000)))
 
     async def _after_sync(
         self, client: AsyncClient, response: SyncResponse, since: str | None

@@ -65,6 +65,15 @@ class Undecrypted:
             event.session_id,
         )
 
+    def seconds_to_next_notice(self) -> float | None:
+        """How long until a kept event's sender is due a notice; None when none is."""
+        dues = [
+            float(kept["seen"]) + self.key_wait_seconds - time.time()
+            for kept in self.state.undecrypted.values()
+            if not kept.get("told")
+        ]
+        return max(0.0, min(dues)) if dues else None
+
     async def retry(self, client: AsyncClient, take: Take) -> None:
         """Decrypt what can be now (``take`` gets each), ask for missing keys, tell who waited
         too long. A storage failure in ``take`` propagates (the event stays kept)."""
