@@ -1,8 +1,9 @@
 """``cairn doctor``: check every configured part for real and say what to fix.
 
-Each check talks to the real thing (database, Redis, Qdrant, the LLM API, Slack, Matrix) with a
-short timeout and reports ok, warn or fail with an actionable hint. Nothing is changed. No
-line of the report shows a password or token written in a URL.
+Each check talks to the real thing (database, Redis, Qdrant, the LLM API, Slack, Matrix and its
+end-to-end encryption keys) with a short timeout and reports ok, warn or fail with an actionable
+hint. Nothing is changed. No line of the report shows a password or token written in a URL. A
+detail may run over several lines.
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from cairn.core.redact import mask_urls
 from cairn.core.settings import Settings, config_file
+
+if TYPE_CHECKING:
+    from cairn.bot.matrix.store import CryptoStore, StoreKeys
 
 __all__ = ["Check", "run_checks"]
 
@@ -47,13 +52,15 @@ def run_checks(settings: Settings) -> list[Check]:
         _llm,
         _slack,
         _matrix,
+        _matrix_e2e,
     ]
     results = []
     for check in checks:
         try:
             result = check(settings)
         except Exception as exc:  # a check must report, never crash the report
-            result = Check(check.__name__.strip("_"), "fail", f"{type(exc).__name__}: {exc}")
+            name = check.__name__.strip("_").replace("_", "-")
+            result = Check(name, "fail", f"{type(exc).__name__}: {exc}")
         results.append(replace(result, detail=mask_urls(result.detail), fix=mask_urls(result.fix)))
     return results
 
@@ -277,3 +284,229 @@ def _matrix(settings: Settings) -> Check:
             "fix MATRIX_USER_ID or MATRIX_ACCESS_TOKEN",
         )
     return Check("matrix", "ok", f"{base} as {who['user_id']}")
+
+
+_E2E = "matrix-e2e"
+
+
+class _NotAsked(Exception):
+    """The homeserver could not be asked; the message says why, in words for the report."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Homeserver:
+    """The client-server API as the E2E check uses it: one access token, named for messages."""
+
+    base: str
+    token: str
+    token_name: str
+
+    def call(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        """GET ``path`` (POST ``body`` when given). Raises _NotAsked."""
+        headers = {"Authorization": f"Bearer {self.token}"}
+        data = None
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+            data = json.dumps(body).encode()
+        try:
+            return _get_json(f"{self.base}/_matrix/client/v3/{path}", headers, data=data)
+        except urllib.error.HTTPError as exc:
+            if exc.code in {401, 403}:
+                raise _NotAsked(f"the homeserver refused {self.token_name} ({exc.code})") from exc
+            raise _NotAsked(f"{path} answered {exc.code} {exc.reason}") from exc
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise _NotAsked(f"cannot reach {self.base}: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class _Published:
+    """What the homeserver publishes for the bot's device: its identity keys, if any, and how
+    many one-time keys it has left to hand out."""
+
+    ed25519: str | None
+    curve25519: str | None
+    one_time_keys: int
+
+
+def _published(server: _Homeserver, user_id: str, device_id: str) -> _Published:
+    """Ask the homeserver for the device's keys (``keys/query``) and one-time key count (an
+    empty ``keys/upload``, which uploads nothing). Raises _NotAsked."""
+    query = {"device_keys": {user_id: [device_id]}}
+    answer = server.call("keys/query", query)
+    device = answer.get("device_keys", {}).get(user_id, {}).get(device_id) or {}
+    keys = device.get("keys", {})
+    counts = server.call("keys/upload", {}).get("one_time_key_counts", {})
+    return _Published(
+        keys.get(f"ed25519:{device_id}"),
+        keys.get(f"curve25519:{device_id}"),
+        int(counts.get("signed_curve25519", 0)),
+    )
+
+
+def _fingerprint(ed25519: str) -> str:
+    """An ed25519 key in groups of four, as Element shows a session key to compare."""
+    return " ".join(ed25519[i : i + 4] for i in range(0, len(ed25519), 4))
+
+
+def _matrix_e2e(settings: Settings) -> Check:
+    """The Matrix device's end-to-end encryption keys: in the store, and on the homeserver."""
+    matrix = settings.matrix
+    if not (matrix.homeserver and matrix.user_id):
+        return Check(_E2E, "skip", "not configured")
+    if not matrix.encryption:
+        return Check(
+            _E2E,
+            "warn",
+            "off (CAIRN_MATRIX_ENCRYPTION=false): encrypted rooms and DMs are told the bot"
+            " cannot read them",
+            "unset CAIRN_MATRIX_ENCRYPTION to read them",
+        )
+    from nio.crypto import ENCRYPTION_ENABLED
+
+    from cairn.bot.matrix.store import CryptoStore
+    from cairn.bot.matrix.sync_state import StateFile
+    from cairn.core.errors import StorageError
+
+    if not ENCRYPTION_ENABLED:
+        return Check(
+            _E2E,
+            "fail",
+            "encryption is on, but matrix-nio's e2e extra (vodozemac) is not installed",
+            "pip install 'cairn-bot[matrix-e2e]', or set CAIRN_MATRIX_ENCRYPTION=false",
+        )
+    base = matrix.homeserver.rstrip("/")
+    state_file = StateFile(settings.home_dir / "matrix", matrix.user_id)
+    state = state_file.load(base, matrix.user_id)
+    saved = next((p for p in (state_file.path, state_file.legacy) if p.exists()), state_file.path)
+    store = CryptoStore(matrix.store_dir(settings.home_dir), matrix.user_id)
+    if matrix.access_token is not None:
+        server = _Homeserver(base, matrix.access_token.get_secret_value(), "MATRIX_ACCESS_TOKEN")
+        new_device = "log in as a new device: set MATRIX_ACCESS_TOKEN to a new login's token"
+    else:
+        server = _Homeserver(base, state.access_token, f"the access token saved in {saved}")
+        new_device = (
+            f"log in as a new device: delete {saved} (the frontend then logs in with"
+            " MATRIX_PASSWORD)"
+        )
+    device, whence = _device(server if matrix.access_token else None, state.device_id, saved)
+    if not device:
+        return Check(
+            _E2E,
+            "warn",
+            f"no device yet; its keys will be kept in {store.folder}",
+            "start the Matrix frontend once to log in and create the device's keys",
+        )
+    lines = [f"device {device} of {matrix.user_id} ({whence})", _store_line(store, device)]
+    try:
+        keys = store.keys_summary(device)
+    except StorageError as exc:
+        return Check(
+            _E2E,
+            "fail",
+            "\n".join([*lines, str(exc)]),
+            f"if the store is damaged, move it aside and {new_device}",
+        )
+    published: _Published | None = None
+    if server.token:
+        try:
+            published = _published(server, matrix.user_id, device)
+        except _NotAsked as exc:
+            lines.append(f"not compared with the homeserver: {exc}")
+    else:
+        lines.append("not compared with the homeserver: no access token known")
+    if keys is not None:
+        lines.extend(_keys_lines(keys, len(matrix.blocked)))
+    status, line, fix = _e2e_verdict(keys, published, device, store.database(device), new_device)
+    return Check(_E2E, status, "\n".join([*lines, line] if line else lines), fix)
+
+
+def _device(server: _Homeserver | None, saved_device: str, saved: Path) -> tuple[str, str]:
+    """The bot's device id and where it came from: whoami when MATRIX_ACCESS_TOKEN is given
+    (``server``), else the state file."""
+    if server is not None:
+        try:
+            device = str(server.call("account/whoami").get("device_id") or "")
+        except _NotAsked as exc:
+            return saved_device, f"saved in {saved}; whoami failed: {exc}"
+        if device:
+            return device, "whoami of MATRIX_ACCESS_TOKEN"
+    return saved_device, f"saved in {saved}"
+
+
+def _store_line(store: CryptoStore, device: str) -> str:
+    database = store.database(device)
+    exists = "" if database.is_file() else " (missing)"
+    holder = store.holder()
+    lock = f"held by pid {holder}" if holder else "no frontend holds it"
+    return f"store {database}{exists}; lock {store.lock_path.name}: {lock}"
+
+
+def _keys_lines(keys: StoreKeys, blocked: int) -> list[str]:
+    devices = (
+        f"tracked devices: {keys.devices} ({keys.verified} verified, {keys.blacklisted} "
+        f"blacklisted, {keys.ignored} ignored)"
+    )
+    if blocked:
+        devices += f"; CAIRN_MATRIX_BLOCKED_DEVICES names {blocked}"
+    return [
+        f"ed25519 fingerprint {_fingerprint(keys.ed25519)}; curve25519 {keys.curve25519}",
+        f"Megolm (room) sessions: {keys.megolm_sessions}, Olm sessions: {keys.olm_sessions}; "
+        + devices,
+    ]
+
+
+def _e2e_verdict(
+    keys: StoreKeys | None,
+    published: _Published | None,
+    device: str,
+    database: Path,
+    new_device: str,
+) -> tuple[Status, str, str]:
+    """The status, the last line and the fix of the E2E check, from what the store holds
+    (``keys``) and what the homeserver publishes (``published``, None when not asked)."""
+    if keys is None:
+        if published is not None and published.ed25519:
+            return (
+                "fail",
+                f"the store has no keys for device {device}, but the homeserver has"
+                f" (ed25519 {_fingerprint(published.ed25519)}): the store was deleted or moved",
+                f"point CAIRN_MATRIX_STORE at the store that has them, or {new_device}",
+            )
+        # Nothing lost yet: neither side has keys (or the homeserver could not say).
+        return (
+            "warn",
+            f"the store has no keys for device {device}: the bot cannot read encrypted rooms",
+            "start the Matrix frontend once to create the device's keys",
+        )
+    if published is None:
+        return "warn", "", ""
+    if published.ed25519 is None:
+        if keys.uploaded:
+            return (
+                "fail",
+                f"the homeserver has no keys for device {device}, though the store has uploaded"
+                " them: the device was logged out or deleted",
+                f"move {database} aside and {new_device}",
+            )
+        return (
+            "warn",
+            "the keys are not uploaded yet",
+            "start the Matrix frontend: it uploads them",
+        )
+    if (published.ed25519, published.curve25519) != (keys.ed25519, keys.curve25519):
+        return (
+            "fail",
+            f"the homeserver has other keys for device {device} than the store"
+            f" (ed25519 {_fingerprint(published.ed25519)} there): messages to the bot are"
+            " encrypted for keys it does not have",
+            f"delete the store ({database}) and {new_device}",
+        )
+    left = f"{published.one_time_keys} signed_curve25519 one-time keys on the homeserver"
+    if published.one_time_keys == 0:
+        return (
+            "warn",
+            f"the homeserver publishes the same keys; {left}: nobody can start a new Olm"
+            " session with the bot",
+            "start the Matrix frontend: it uploads new ones",
+        )
+    return "ok", f"the homeserver publishes the same keys; {left}", ""

@@ -240,8 +240,9 @@ def doctor(as_json: bool) -> None:
 
     \b
     Checks: settings, database and its migrations, Redis, Celery workers (with a broker),
-    Qdrant, the LLM key and model, Slack (auth.test) and Matrix (whoami). Exits 1 when a
-    check fails; warnings (e.g. offline model) do not fail.
+    Qdrant, the LLM key and model, Slack (auth.test), Matrix (whoami) and its end-to-end
+    encryption (the device's keys in the store and on the homeserver). Exits 1 when a check
+    fails; warnings (e.g. offline model) do not fail.
     """
     from dataclasses import asdict
 
@@ -253,10 +254,15 @@ def doctor(as_json: bool) -> None:
         click.echo(json.dumps([asdict(c) for c in checks], indent=2))
     else:
         marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "--  "}
+        width = max(len(c.name) for c in checks)
+        indent = " " * (6 + width + 1)
         for c in checks:
-            click.echo(f"{marks[c.status]}  {c.name:<9} {c.detail}")
+            first, *more = c.detail.splitlines() or [""]
+            click.echo(f"{marks[c.status]}  {c.name:<{width}} {first}")
+            for line in more:
+                click.echo(indent + line)
             if c.fix:
-                click.echo(f"{'':6}{'':<9} -> {c.fix}")
+                click.echo(f"{indent}-> {c.fix}")
     sys.exit(1 if any(c.status == "fail" for c in checks) else 0)
 
 

@@ -56,7 +56,35 @@ def test_the_embedded_default_passes_after_migration(clean_env: Path) -> None:
     assert checks["vectors"].status == "ok"
     assert checks["llm"].status == "warn"
     assert "offline" in checks["llm"].detail
-    assert {checks[n].status for n in ("redis", "workers", "slack", "matrix")} == {"skip"}
+    skipped = ("redis", "workers", "slack", "matrix", "matrix-e2e")
+    assert {checks[n].status for n in skipped} == {"skip"}
+
+
+def test_matrix_encryption_turned_off_is_a_warning_naming_the_setting(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MATRIX_HOMESERVER", "http://127.0.0.1:9")
+    monkeypatch.setenv("MATRIX_USER_ID", "@cairn:localhost")
+    monkeypatch.setenv("MATRIX_PASSWORD", "secret")
+    monkeypatch.setenv("CAIRN_MATRIX_ENCRYPTION", "false")
+    check = _by_name(run_checks(load_settings()))["matrix-e2e"]
+    assert check.status == "warn"
+    assert check.detail.startswith("off (CAIRN_MATRIX_ENCRYPTION=false)")
+    assert "unset CAIRN_MATRIX_ENCRYPTION" in check.fix
+
+
+def test_a_matrix_bot_that_never_logged_in_has_no_device_yet(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MATRIX_HOMESERVER", "http://127.0.0.1:9")
+    monkeypatch.setenv("MATRIX_USER_ID", "@cairn:localhost")
+    monkeypatch.setenv("MATRIX_PASSWORD", "secret")
+    check = _by_name(run_checks(load_settings()))["matrix-e2e"]
+    assert check.status == "warn"
+    assert (
+        check.detail == f"no device yet; its keys will be kept in {clean_env / 'matrix' / 'store'}"
+    )
+    assert "start the Matrix frontend once" in check.fix
 
 
 def test_a_database_behind_this_cairn_fails_and_says_to_migrate(clean_env: Path) -> None:
