@@ -371,8 +371,9 @@ def _matrix_e2e(settings: Settings) -> Check:
         return Check(
             _E2E,
             "fail",
-            "encryption is on, but matrix-nio's e2e extra (vodozemac) is not installed",
-            "pip install 'cairn-bot[matrix-e2e]', or set CAIRN_MATRIX_ENCRYPTION=false",
+            "encryption is on, but matrix-nio's e2e support (vodozemac) is missing here",
+            "pip install 'matrix-nio[e2e]' (or reinstall cairn-bot), or set"
+            " CAIRN_MATRIX_ENCRYPTION=false",
         )
     base = matrix.homeserver.rstrip("/")
     state_file = StateFile(settings.home_dir / "matrix", matrix.user_id)
@@ -416,6 +417,8 @@ def _matrix_e2e(settings: Settings) -> Check:
         lines.append("not compared with the homeserver: no access token known")
     if keys is not None:
         lines.extend(_keys_lines(keys, len(matrix.blocked)))
+    if state.undecrypted:
+        lines.append(f"messages waiting for their room keys: {len(state.undecrypted)}")
     status, line, fix = _e2e_verdict(keys, published, device, store.database(device), new_device)
     return Check(_E2E, status, "\n".join([*lines, line] if line else lines), fix)
 

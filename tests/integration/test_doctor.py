@@ -60,14 +60,20 @@ def test_the_embedded_default_passes_after_migration(clean_env: Path) -> None:
     assert {checks[n].status for n in skipped} == {"skip"}
 
 
-def test_matrix_encryption_turned_off_is_a_warning_naming_the_setting(
-    clean_env: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _matrix_e2e(monkeypatch: pytest.MonkeyPatch, **env: str) -> Check:
+    """The matrix-e2e check of a bot on a homeserver nobody answers at, never started."""
     monkeypatch.setenv("MATRIX_HOMESERVER", "http://127.0.0.1:9")
     monkeypatch.setenv("MATRIX_USER_ID", "@cairn:localhost")
     monkeypatch.setenv("MATRIX_PASSWORD", "secret")
-    monkeypatch.setenv("CAIRN_MATRIX_ENCRYPTION", "false")
-    check = _by_name(run_checks(load_settings()))["matrix-e2e"]
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return _by_name(run_checks(load_settings()))["matrix-e2e"]
+
+
+def test_matrix_encryption_turned_off_is_a_warning_naming_the_setting(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    check = _matrix_e2e(monkeypatch, CAIRN_MATRIX_ENCRYPTION="false")
     assert check.status == "warn"
     assert check.detail.startswith("off (CAIRN_MATRIX_ENCRYPTION=false)")
     assert "unset CAIRN_MATRIX_ENCRYPTION" in check.fix
@@ -76,14 +82,10 @@ def test_matrix_encryption_turned_off_is_a_warning_naming_the_setting(
 def test_a_matrix_bot_that_never_logged_in_has_no_device_yet(
     clean_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("MATRIX_HOMESERVER", "http://127.0.0.1:9")
-    monkeypatch.setenv("MATRIX_USER_ID", "@cairn:localhost")
-    monkeypatch.setenv("MATRIX_PASSWORD", "secret")
-    check = _by_name(run_checks(load_settings()))["matrix-e2e"]
+    check = _matrix_e2e(monkeypatch)
     assert check.status == "warn"
-    assert (
-        check.detail == f"no device yet; its keys will be kept in {clean_env / 'matrix' / 'store'}"
-    )
+    store = clean_env / "matrix" / "store"
+    assert check.detail == f"no device yet; its keys will be kept in {store}"
     assert "start the Matrix frontend once" in check.fix
 
 
