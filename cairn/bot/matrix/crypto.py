@@ -100,10 +100,22 @@ class DeviceTrust:
                 device.ed25519,
             )
 
-    def is_blocked_sender(self, client: AsyncClient, user_id: str, sender_key: str) -> bool:
-        """Whether the device of ``user_id`` with curve25519 key ``sender_key`` is blocked."""
+    async def is_blocked_sender(self, client: AsyncClient, user_id: str, sender_key: str) -> bool:
+        """Whether the device of ``user_id`` with curve25519 key ``sender_key`` is blocked.
+
+        A device not known yet, while some are blocked, is looked up first (its user's keys
+        queried and the policy applied), so that the first message of a blocked device is not
+        heard before its keys are.
+        """
         device = client.device_store.device_from_sender_key(user_id, sender_key)
-        return device is not None and client.olm is not None and device.blacklisted
+        if device is None and self.blocked:
+            if client.olm is not None:
+                client.olm.users_for_key_query.add(user_id)
+            if client.should_query_keys:
+                await client.keys_query()
+                self.apply(client)
+            device = client.device_store.device_from_sender_key(user_id, sender_key)
+        return device is not None and device.blacklisted
 
     def _client(self) -> AsyncClient:
         assert self._client_now is not None, "used before listen()"

@@ -31,7 +31,7 @@ from cairn.bot.matrix.invites import InvitePolicy
 from cairn.bot.matrix.login import Login
 from cairn.bot.matrix.records import EventRecords
 from cairn.bot.matrix.rooms import Rooms
-from cairn.bot.matrix.store import AccountLock, CryptoStore
+from cairn.bot.matrix.store import PICKLE_KEY, AccountLock, CryptoStore
 from cairn.bot.matrix.sync import SYNC_TIMEOUT_MS, Sync
 from cairn.bot.matrix.sync_state import StateFile
 from cairn.bot.matrix.undecrypted import Undecrypted
@@ -142,6 +142,7 @@ class MatrixFrontend:
             request_timeout=SYNC_TIMEOUT_MS / 1000 + 30,
             encryption_enabled=self.settings.matrix.encryption,
             store_sync_tokens=False,  # the since token is ours to save, after ingest
+            pickle_key=PICKLE_KEY,  # named, so that `cairn doctor` reads the store with it
         )
         client = AsyncClient(
             self.account.homeserver,

@@ -106,7 +106,7 @@ class Inbound:
             if self.undecrypted is not None:
                 self.undecrypted.keep(self._client(), room, event)
             return
-        if getattr(event, "decrypted", False) and self._from_blocked_device(event):
+        if getattr(event, "decrypted", False) and await self._from_blocked_device(event):
             return
         try:
             if isinstance(event, RoomMessageText):
@@ -121,11 +121,11 @@ class Inbound:
             # One malformed event must not stop the room: log it and go on.
             log.exception("could not take in Matrix event %s", getattr(event, "event_id", "?"))
 
-    def _from_blocked_device(self, event: Any) -> bool:
+    async def _from_blocked_device(self, event: Any) -> bool:
         """Whether the decrypted ``event`` was sent by a device the bot does not hear."""
         if self.trust is None:
             return False
-        blocked = self.trust.is_blocked_sender(
+        blocked = await self.trust.is_blocked_sender(
             self._client(), str(event.sender), str(event.sender_key)
         )
         if blocked:
