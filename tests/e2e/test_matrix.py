@@ -37,6 +37,7 @@ from cairn.bot.pipeline import Pipeline
 from cairn.core.errors import CairnError
 from cairn.core.settings import load_settings
 from cairn.db.models import AgentSession, MemoryRow, SessionEvent
+from tests.support.matrix_events import encryption_state, reaction, room_preset, thread_relation
 from tests.support.messages_server import MessagesServer, Reply, text_message
 from tests.support.private_postgres import PrivatePostgres
 from tests.support.synapse import Synapse, SynapseUnavailable, User, running_synapse
@@ -103,16 +104,10 @@ class Person:
     ) -> str:
         """A room: invite-only (``private_chat``), or anyone may join (``public``), or a direct
         chat (``direct``: ``trusted_private_chat`` flagged ``is_direct``, as clients make DMs)."""
-        preset = "public_chat" if public else "trusted_private_chat" if direct else "private_chat"
+        preset = room_preset(public=public, direct=direct)
         body: dict[str, Any] = {"preset": preset, "invite": list(invite), "is_direct": direct}
         if encrypted:
-            body["initial_state"] = [
-                {
-                    "type": "m.room.encryption",
-                    "state_key": "",
-                    "content": {"algorithm": "m.megolm.v1.aes-sha2"},
-                }
-            ]
+            body["initial_state"] = [encryption_state()]
         return str(self.call("POST", "/createRoom", body)["room_id"])
 
     def invite(self, room: str, user_id: str) -> None:
@@ -135,18 +130,12 @@ class Person:
         if mention != OLD_CLIENT:
             message["m.mentions"] = {"user_ids": [mention]} if mention else {}
         if thread:
-            message["m.relates_to"] = {
-                "rel_type": "m.thread",
-                "event_id": thread,
-                "is_falling_back": True,
-                "m.in_reply_to": {"event_id": thread},
-            }
+            message["m.relates_to"] = thread_relation(thread)
         message.update(content or {})
         return self._put(room, "m.room.message", message)
 
     def react(self, room: str, target: str, key: str) -> str:
-        content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": target, "key": key}}
-        return self._put(room, "m.reaction", content)
+        return self._put(room, "m.reaction", reaction(target, key))
 
     def redact(self, room: str, event_id: str) -> str:
         path = f"/rooms/{quote(room)}/redact/{quote(event_id)}/{uuid.uuid4().hex}"
