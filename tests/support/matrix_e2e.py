@@ -45,6 +45,7 @@ from nio import (
     MegolmEvent,
     RoomPreset,
     SyncResponse,
+    ToDeviceMessage,
 )
 from nio.crypto import OutboundGroupSession
 from nio.exceptions import EncryptionError
@@ -317,6 +318,12 @@ class E2EPerson:
             "sending an undecryptable message",
         )
 
+    def request_key(self, room: str, event_id: str, *, ask: str | None = None) -> None:
+        """Ask for the room key of the undecrypted ``event_id`` (``m.room_key_request``), as a
+        new device does: of this account's other devices (trusted first, as a person who
+        verified them), or of all devices of ``ask`` when given."""
+        self._call(self._request_key(room, event_id, ask), "requesting a room key")
+
     # ----------------------------------------------------------------------------------------
     # Receiving
 
@@ -488,6 +495,24 @@ class E2EPerson:
                     changed = True
             if changed:
                 self._seen.notify_all()
+
+    async def _request_key(self, room: str, event_id: str, ask: str | None) -> None:
+        client = self._nio
+        with self._seen:
+            kept = [e for e in self._timeline.get(room, ()) if e.event_id == event_id]
+        assert kept, f"{self.id} has not seen {event_id}"
+        event = kept[0]
+        assert isinstance(event, MegolmEvent), f"{event_id} is not undecrypted here"
+        event.room_id = room
+        for device in client.device_store.active_user_devices(self.id):
+            if device.device_id != client.device_id and not device.verified:
+                client.verify_device(device)
+        if ask is None:
+            await self._checked(client.request_room_key(event), "room key request")
+            return
+        request = event.as_key_request(self.id, str(client.device_id))
+        message = ToDeviceMessage(request.type, ask, "*", request.content)
+        await self._checked(client.to_device(message), "room key request")
 
     async def _until(self, condition: Callable[[], bool]) -> None:
         """Wait for syncs until ``condition`` holds (the caller's timeout bounds it)."""

@@ -15,8 +15,9 @@ changed and claims one-time keys for new Olm sessions. Then it applies its devic
   members; the bot's answers are for them), and what their users teach starts untrusted, as in
   clear rooms.
 
-Room keys are forwarded, on request, to the bot's own verified devices only; a request from
-anyone else's device is logged and dropped.
+Room keys are forwarded, on request, to the bot's own verified devices only (a device of its
+own trusted after its request came is answered then); a request from anyone else's device is
+dropped: they get keys from the sender.
 """
 
 from __future__ import annotations
@@ -45,11 +46,9 @@ class DeviceTrust:
         self.trusted_servers = trusted_servers
         self.blocked = frozenset(blocked)
         self._own_requests: dict[str, RoomKeyRequest] = {}  # request id -> waiting for trust
-        self._client_now: AsyncClient | None = None
 
     def listen(self, client: AsyncClient) -> None:
         """Hear the key requests nio could not answer at once."""
-        self._client_now = client
         client.add_to_device_callback(
             self._on_key_request,
             (RoomKeyRequest, RoomKeyRequestCancellation),
@@ -66,6 +65,10 @@ class DeviceTrust:
         self.apply(client)
         if client.should_claim_keys:
             await client.keys_claim(client.get_users_for_key_claiming())
+            if client.olm is not None:
+                # Key requests that waited for an Olm session: answered now, not a sync later.
+                for event in client.olm.collect_key_requests():
+                    await self._on_key_request(event)
         self._answer_own_requests(client)
         await client.send_to_device_messages()
 
@@ -117,10 +120,6 @@ class DeviceTrust:
             device = client.device_store.device_from_sender_key(user_id, sender_key)
         return device is not None and device.blacklisted
 
-    def _client(self) -> AsyncClient:
-        assert self._client_now is not None, "used before listen()"
-        return self._client_now
-
     def _is_blocked(self, device: OlmDevice) -> bool:
         names = {device.device_id, f"{device.user_id}/{device.device_id}", device.ed25519}
         return not self.blocked.isdisjoint(names)
@@ -138,20 +137,12 @@ class DeviceTrust:
                 client.invalidate_outbound_session(room_id)
 
     async def _on_key_request(self, event: Any) -> None:
-        """nio answers the key requests of the bot's own verified devices by itself; those it
-        hands over came from a device not (yet) trusted."""
+        """nio answers the key requests of the bot's own verified devices by itself, and drops
+        everyone else's; those it hands over came from an own device not trusted yet."""
         if isinstance(event, RoomKeyRequestCancellation):
             self._own_requests.pop(event.request_id, None)
-            return
-        if event.sender == self.account.user_id:
+        elif event.sender == self.account.user_id:
             self._own_requests[event.request_id] = event  # answered once the device is trusted
-            return
-        self._client().cancel_key_share(event)
-        log.info(
-            "not forwarding room keys to %s's device %s: only the bot's own devices get them",
-            event.sender,
-            event.requesting_device_id,
-        )
 
     def _answer_own_requests(self, client: AsyncClient) -> None:
         if client.olm is None:
