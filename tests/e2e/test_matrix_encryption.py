@@ -32,11 +32,14 @@ from tests.e2e.matrix_latency import measure
 from tests.e2e.test_matrix import (  # noqa: F401 - synapse is the module-scoped homeserver fixture
     FACT,
     Cairn,
+    Person,
     settings_home,
     synapse,
+    typing_users,
     wait_for,
 )
 from tests.support.matrix_e2e import E2EPerson
+from tests.support.messages_server import MessagesServer, Reply, text_message
 from tests.support.synapse import Synapse
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -391,3 +394,37 @@ def test_room_keys_are_forwarded_to_the_bots_own_devices_only(
     finally:
         own.stop()
         stranger.stop()
+
+
+def test_in_an_encrypted_room_the_bot_types_while_it_works_and_a_long_answer_comes_in_parts(
+    cairn: Cairn,
+    people: Callable[[str], E2EPerson],
+    synapse: Synapse,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    long_answer = "\n\n".join(
+        f"**Step {i}**: " + "check the runbook and the dashboards. " * 12 for i in range(60)
+    )
+
+    def slow_model(request: dict[str, Any]) -> Reply:
+        return Reply(body=text_message(long_answer), delay=4.0)
+
+    with MessagesServer(api_key="sk-test", responder=slow_model) as model:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.base_url)
+        cairn.start()
+        alice = people("alice")
+        room = encrypted_room_with_bot(alice, cairn)
+        # Typing notices are not encrypted: alice's other device reads them from its sync.
+        watcher = Person(synapse, alice.user)
+        since = [watcher.call("GET", "/sync?timeout=0")["next_batch"]]
+        question = alice.send(room, "cairn: how do I roll back?", mention=cairn.id)
+        wait_for(
+            "the bot to be typing", lambda: cairn.id in (typing_users(watcher, room, since) or ())
+        )
+        last = wait_answer(alice, room, cairn.id, question, lambda e: "Step 59" in _body(e))
+    parts = answers_to(alice, room, cairn.id, question)
+    assert parts[-1].event_id == last.event_id
+    assert len(parts) >= 3
+    assert all(getattr(p, "decrypted", False) for p in parts)
+    assert " ".join(_body(p) for p in parts).split() == long_answer.split()
