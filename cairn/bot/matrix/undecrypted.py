@@ -86,10 +86,7 @@ class Undecrypted:
                 self.state.undecrypted.pop(event_id, None)
                 continue
             event.room_id = room.room_id
-            try:
-                decrypted = client.decrypt_event(event)
-            except EncryptionError:
-                decrypted = None
+            decrypted = _decrypted(client, event)
             if decrypted is not None and not isinstance(decrypted, MegolmEvent):
                 await take(room, decrypted)
                 self.state.undecrypted.pop(event_id, None)
@@ -139,6 +136,20 @@ class Undecrypted:
             log.info("told %s that event %s could not be decrypted", event.sender, event.event_id)
         else:
             log.warning("could not tell %s about %s: %s", event.sender, event.event_id, response)
+
+
+def _decrypted(client: AsyncClient, event: MegolmEvent) -> Any:
+    """``event`` decrypted, or None while its session is unknown (looked up first: nio logs a
+    warning for each failed attempt, and kept events are tried after every sync)."""
+    olm = client.olm
+    if olm is None or not olm.inbound_group_store.get(
+        event.room_id, event.sender_key, event.session_id
+    ):
+        return None
+    try:
+        return client.decrypt_event(event)
+    except EncryptionError:
+        return None
 
 
 def _megolm(kept: dict[str, Any]) -> MegolmEvent | None:
