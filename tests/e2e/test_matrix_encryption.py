@@ -271,6 +271,24 @@ def test_a_message_whose_keys_never_come_gets_one_notice_and_no_answer(
     assert not cairn.errors
 
 
+def test_messages_of_one_session_whose_keys_never_come_get_one_notice_between_them(
+    cairn: Cairn, people: Callable[[str], E2EPerson]
+) -> None:
+    cairn.start()
+    alice = people("alice")
+    room = encrypted_room_with_bot(alice, cairn)
+    first, second, third = alice.send_undecryptable_many(
+        room, ["cairn: one", "cairn: two", "cairn: three"]
+    )
+    wait_answer(alice, room, cairn.id, first, is_notice, timeout=30)
+    time.sleep(6)  # past the wait of the later two as well
+    told = [e for e in bot_messages(alice, room, cairn.id) if _body(e).startswith(NOTICE_HEAD)]
+    assert len(told) == 1
+    assert cairn.frontend is not None
+    kept = cairn.frontend.state.undecrypted
+    assert all(kept[event_id]["told"] for event_id in (first, second, third))
+
+
 def test_after_a_restart_the_next_encrypted_message_is_answered_once_and_nothing_replayed(
     cairn: Cairn, people: Callable[[str], E2EPerson]
 ) -> None:

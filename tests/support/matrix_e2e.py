@@ -312,11 +312,20 @@ class E2EPerson:
 
     def send_undecryptable(self, room: str, body: str) -> str:
         """Send an encrypted message whose key is never shared with anyone; its event id."""
-        content = self._text(body, None)
-        return self._call(
-            self._send_with(room, OutboundGroupSession(), content, readable_here=False),
-            "sending an undecryptable message",
-        )
+        (event_id,) = self.send_undecryptable_many(room, [body])
+        return event_id
+
+    def send_undecryptable_many(self, room: str, bodies: list[str]) -> list[str]:
+        """Send several encrypted messages of one Megolm session whose key is never shared
+        with anyone; their event ids, in order."""
+        session = OutboundGroupSession()
+        return [
+            self._call(
+                self._send_with(room, session, self._text(body, None), readable_here=False),
+                "sending an undecryptable message",
+            )
+            for body in bodies
+        ]
 
     def request_key(self, room: str, event_id: str, *, ask: str | None = None) -> None:
         """Ask for the room key of the undecrypted ``event_id`` (``m.room_key_request``), as a
