@@ -1,14 +1,17 @@
 """The Anthropic adapter of the LLM protocol, over the official SDK's Messages API.
 
 It translates Cairn's requests and answers, marks the stable prefix for prompt caching, and turns
-every SDK failure into LLMError / LLMAuthError. Retrying (429, 529, 5xx, timeouts, dropped
-connections) is left to the SDK, which backs off and honours ``retry-after``.
+every SDK failure into LLMError / LLMAuthError. Retrying a request (429, 529, 5xx, timeouts,
+dropped connections) is left to the SDK, which backs off and honours ``retry-after``; a stream
+written into a :class:`~cairn.llm.types.TextSink` that breaks off once it has begun, which the SDK
+no longer retries, is retried here with the same count and backoff.
 """
 
 from __future__ import annotations
 
 import email.utils
 import logging
+import random
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, assert_never
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 import anthropic
 import httpx2
 from anthropic import omit
+from anthropic.lib.streaming import MessageStream
 from anthropic.types import (
     CacheControlEphemeralParam,
     ContentBlockParam,
@@ -34,6 +38,7 @@ from cairn.llm.types import (
     LLMResponse,
     Message,
     TextBlock,
+    TextSink,
     ToolResultBlock,
     ToolSpec,
     ToolUseBlock,
@@ -54,6 +59,16 @@ LONGEST_RETRY_AFTER = 60.0
 the SDK itself would sleep for whatever the server asks."""
 
 _CACHED: CacheControlEphemeralParam = {"type": "ephemeral"}
+
+_CUT_OFF = (
+    "the answer from Anthropic was cut off before it was complete (no stop reason); try again"
+)
+
+# Error events the API sends mid-stream for what would be a retried status before it
+# (500 api_error, 529 overloaded_error, 429 rate_limit_error, 504 timeout_error).
+_TRANSIENT_STREAM_ERRORS = frozenset(
+    {"api_error", "overloaded_error", "rate_limit_error", "timeout_error"}
+)
 
 
 class AnthropicLLM:
@@ -123,17 +138,21 @@ class AnthropicLLM:
         """How many times a failed attempt is retried before the call gives up."""
         return self._client.max_retries
 
-    def complete(self, request: LLMRequest) -> LLMResponse:
+    def complete(self, request: LLMRequest, *, sink: TextSink | None = None) -> LLMResponse:
         """Send ``request`` and return the model's answer (text and ``tool_use`` blocks).
 
         Rate limits, overload, server errors, timeouts and dropped connections are retried with
         backoff, honouring ``retry-after`` up to :data:`LONGEST_RETRY_AFTER`.
+        With ``sink`` the answer is always streamed and each text delta goes to ``sink`` as it
+        arrives; a stream that breaks off mid-answer (a transient error event, a dropped or
+        stalled connection, an end without a stop reason) is retried up to :attr:`max_retries`
+        times with the SDK's backoff, each retry announced by ``sink.restart()``.
         Raises LLMAuthError when the key is rejected (401) or lacks permission (403), and
         LLMError, naming the status and the provider's message, for any other failure.
         """
         model = request.model or self.model
         try:
-            message = self._send(request, model)
+            message = self._send(request, model, sink)
         except anthropic.AuthenticationError as exc:
             # `from None`: the SDK error carries the request, whose headers hold the key.
             raise LLMAuthError(
@@ -149,10 +168,7 @@ class AnthropicLLM:
         except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
             raise LLMError(self._explain(exc, model)) from exc
         if message.stop_reason is None:
-            raise LLMError(
-                "the answer from Anthropic was cut off before it was complete (no stop reason);"
-                " try again"
-            )
+            raise LLMError(_CUT_OFF)
         response = _response(message)
         log.debug(
             "anthropic %s: stop=%s in=%d out=%d cache_read=%d cache_write=%d",
@@ -165,7 +181,7 @@ class AnthropicLLM:
         )
         return response
 
-    def _send(self, request: LLMRequest, model: str) -> APIMessage:
+    def _send(self, request: LLMRequest, model: str, sink: TextSink | None) -> APIMessage:
         system = _system(request)
         messages = [_message(m) for m in request.messages]
         tools = _tools(request.tools)
@@ -178,11 +194,49 @@ class AnthropicLLM:
             "tools": tools or omit,
             "metadata": metadata or omit,
         }
+        if sink is not None:
+            return self._stream_into(sink, params)
         if self.stream:
             with self._client.messages.stream(**params) as stream:
                 return stream.get_final_message()
         created: APIMessage = self._client.messages.create(**params)
         return created
+
+    def _stream_into(self, sink: TextSink, params: dict[str, Any]) -> APIMessage:
+        """Stream the answer into ``sink``, retrying a stream that breaks off mid-answer.
+
+        The SDK retries opening the stream; once the answer has begun it no longer does, so a
+        failure then is retried here. Raises LLMError when the last attempt is cut short too,
+        and the SDK's or httpx's error for a failure that is not retried.
+        """
+        retry = 0
+        while True:
+            last = retry >= self.max_retries
+            begun = False
+            try:
+                with self._client.messages.stream(**params) as stream:
+                    begun = True
+                    message = _write(stream, sink)
+            except anthropic.APIStatusError as exc:
+                # Status 200: an error event in the stream; any other status came before it.
+                if exc.status_code != 200 or exc.type not in _TRANSIENT_STREAM_ERRORS or last:
+                    raise
+                broke = f"error event {exc.type}"
+            except httpx2.HTTPError as exc:
+                if not begun or last:
+                    raise
+                broke = type(exc).__name__
+            else:
+                if message is not None and message.stop_reason is not None:
+                    return message
+                if last:
+                    raise LLMError(_CUT_OFF)
+                broke = "end without a stop reason"
+            wait = _backoff(retry)
+            log.info("anthropic stream broke off mid-answer (%s); retrying in %.2fs", broke, wait)
+            sink.restart()
+            time.sleep(wait)
+            retry += 1
 
     def _explain(self, exc: anthropic.AnthropicError | httpx2.HTTPError, model: str) -> str:
         """A message for a failed call that a person can act on."""
@@ -235,6 +289,34 @@ class AnthropicLLM:
 
     def _redact(self, text: str) -> str:
         return text.replace(self._api_key, "***")
+
+
+def _write(stream: MessageStream[Any], sink: TextSink) -> APIMessage | None:
+    """Send ``stream``'s text to ``sink`` as it arrives and return the whole message.
+
+    Text blocks after the first are preceded by a newline, as :attr:`LLMResponse.text` joins
+    them. None when the stream ended before its ``message_start``.
+    """
+    started = False
+    text_blocks = 0
+    for event in stream:
+        if event.type == "message_start":
+            started = True
+        elif event.type == "content_block_start" and event.content_block.type == "text":
+            if text_blocks:
+                sink.delta("\n")
+            text_blocks += 1
+        elif event.type == "content_block_delta" and event.delta.type == "text_delta":
+            sink.delta(event.delta.text)
+    return stream.get_final_message() if started else None
+
+
+def _backoff(retry: int) -> float:
+    """Seconds to wait before retry ``retry`` (0 for the first), as the SDK waits between its own.
+
+    Its rule restated: 0.5s doubling with each retry up to 8s, less up to 25% jitter.
+    """
+    return min(0.5 * 2.0**retry, 8.0) * (1 - 0.25 * random.random())
 
 
 def _system(request: LLMRequest) -> list[TextBlockParam]:

@@ -16,6 +16,7 @@ from cairn.llm.types import (
     LLMRequest,
     LLMResponse,
     TextBlock,
+    TextSink,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -54,6 +55,9 @@ _MEMO_LINE = re.compile(
 )
 _HELP = re.compile(r"^\s*(?:help|\?|what can you do\??)\s*$", re.I)
 
+# How many words each streamed delta of an answer holds.
+_WORDS_PER_DELTA = 4
+
 
 @dataclass(frozen=True, slots=True)
 class _Intent:
@@ -86,8 +90,19 @@ class OfflineLLM:
 
     name = "offline"
 
-    def complete(self, request: LLMRequest) -> LLMResponse:
-        """Ask for one memory tool, or phrase the tool results into an answer."""
+    def complete(self, request: LLMRequest, *, sink: TextSink | None = None) -> LLMResponse:
+        """Ask for one memory tool, or phrase the tool results into an answer.
+
+        With ``sink``, the answer's text goes there first a few words at a time, as a streaming
+        model would write it, so that streaming runs without a network too.
+        """
+        response = self._respond(request)
+        if sink is not None:
+            for piece in _word_groups(response.text):
+                sink.delta(piece)
+        return response
+
+    def _respond(self, request: LLMRequest) -> LLMResponse:
         text = request.metadata.get("text", "")
         if not text and request.messages:
             text = request.messages[-1].text
@@ -111,6 +126,14 @@ class OfflineLLM:
             'I can\'t hold a conversation offline. Try "remember <fact>", '
             '"what do you know about <topic>?" or "forget <fact>".'
         )
+
+
+def _word_groups(text: str) -> list[str]:
+    """``text`` cut into pieces of a few words each, with the whitespace kept; joined, ``text``."""
+    words = re.findall(r"\s*\S+\s*", text)
+    return [
+        "".join(words[i : i + _WORDS_PER_DELTA]) for i in range(0, len(words), _WORDS_PER_DELTA)
+    ]
 
 
 def _use(name: str, arguments: dict[str, Any]) -> LLMResponse:

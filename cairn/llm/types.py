@@ -16,6 +16,7 @@ __all__ = [
     "LLMResponse",
     "Message",
     "TextBlock",
+    "TextSink",
     "ToolResultBlock",
     "ToolSpec",
     "ToolUseBlock",
@@ -131,12 +132,38 @@ class LLMResponse:
         return tuple(b for b in self.content if isinstance(b, ToolUseBlock))
 
 
+class TextSink(Protocol):
+    """Where a model's text goes as it is written, before the whole answer is known.
+
+    The deltas are a preview: the :class:`LLMResponse` that ``complete`` returns is the answer.
+    Joined, the deltas since the last :meth:`restart` are the response's text blocks joined with
+    newlines (:attr:`LLMResponse.text` before its surrounding whitespace is stripped). Tool input
+    never arrives here. Both methods are called on the thread that reads the model's answer, so
+    they must return quickly and must not raise.
+    """
+
+    def delta(self, text: str) -> None:
+        """The next piece of the answer's text, to append to what was shown."""
+        ...
+
+    def restart(self) -> None:
+        """The attempt that wrote the text so far failed and is retried: discard what was shown.
+
+        It may come before any delta (an attempt that failed before writing any text).
+        """
+        ...
+
+
 @runtime_checkable
 class LLM(Protocol):
     """A language model. Implementations raise LLMError (or LLMAuthError) on failure."""
 
     name: str
 
-    def complete(self, request: LLMRequest) -> LLMResponse:
-        """Answer ``request``; may ask for tools through ``tool_use`` blocks."""
+    def complete(self, request: LLMRequest, *, sink: TextSink | None = None) -> LLMResponse:
+        """Answer ``request``; may ask for tools through ``tool_use`` blocks.
+
+        With ``sink``, the answer's text is also sent there as it is written; a model that
+        cannot stream sends it whole, or not at all.
+        """
         ...

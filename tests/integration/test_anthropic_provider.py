@@ -312,6 +312,183 @@ def test_stream_that_stalls_mid_answer_raises_llm_error_naming_the_setting(
     assert "CAIRN_LLM_TIMEOUT" in str(caught.value)
 
 
+# Streaming into a sink
+
+
+class Shown:
+    """A TextSink that keeps every delta and restart it is sent, with when it came."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, float]] = []
+
+    def delta(self, text: str) -> None:
+        self.calls.append(("delta", text, time.monotonic()))
+
+    def restart(self) -> None:
+        self.calls.append(("restart", "", time.monotonic()))
+
+    @property
+    def deltas(self) -> list[str]:
+        """Every delta, across attempts."""
+        return [text for kind, text, _ in self.calls if kind == "delta"]
+
+    @property
+    def restarts(self) -> int:
+        return sum(kind == "restart" for kind, _, _ in self.calls)
+
+    @property
+    def text(self) -> str:
+        """What a reader sees now: the deltas since the last restart, joined."""
+        kinds = [kind for kind, _, _ in self.calls]
+        start = len(kinds) - kinds[::-1].index("restart") if "restart" in kinds else 0
+        return "".join(text for _, text, _ in self.calls[start:])
+
+
+ANSWER = "The deploy window is Tuesday at 14:00 UTC; ask #ops before you ship."
+
+
+def test_sink_sees_the_text_grow_delta_by_delta_before_the_answer_returns(
+    server: MessagesServer,
+) -> None:
+    server.push(Reply(body=text_message(ANSWER), delta_delay=0.05))
+    shown = Shown()
+
+    response = adapter(server).complete(ask("when do we deploy?"), sink=shown)
+    returned = time.monotonic()
+
+    assert response.content == (TextBlock(ANSWER),)
+    assert server.bodies[0]["stream"] is True  # a sink streams even without CAIRN_LLM_STREAM
+    # The stand-in writes 8 characters a delta, each event 50 ms after the one before.
+    assert shown.deltas == [ANSWER[i : i + 8] for i in range(0, len(ANSWER), 8)]
+    assert shown.text == response.text
+    times = [at for _, _, at in shown.calls]
+    assert all(later - earlier >= 0.04 for earlier, later in itertools.pairwise(times)), times
+    # message_delta and message_stop still follow the last delta.
+    assert returned - times[-1] >= 0.08
+    assert shown.restarts == 0
+
+
+def test_sink_call_keeps_prompt_caching_and_metadata(server: MessagesServer) -> None:
+    server.push_text("ok")
+
+    adapter(server).complete(
+        ask(context=CONTEXT, tools=(REMEMBER,), metadata={"user_id": "u-1", "text": "x"}),
+        sink=Shown(),
+    )
+
+    [body] = server.bodies
+    assert body["system"] == [
+        {"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": CONTEXT},
+    ]
+    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert body["metadata"] == {"user_id": "u-1"}
+
+
+def test_tool_use_answer_streams_its_text_but_no_tool_input(server: MessagesServer) -> None:
+    tool_input = {"text": "Zoë owns the “billing” runbook", "tags": ["ops"]}
+    tool_id = server.push_tool_use("remember", tool_input, text="Noting it.")
+    shown = Shown()
+
+    response = adapter(server).complete(ask("remember this", tools=(REMEMBER,)), sink=shown)
+
+    assert response.tool_uses == (ToolUseBlock(tool_id, "remember", tool_input),)
+    assert shown.text == "Noting it." == response.text
+    assert not any("{" in d or "billing" in d for d in shown.deltas)
+
+
+def test_text_blocks_after_the_first_are_shown_on_a_new_line(server: MessagesServer) -> None:
+    body = text_message("")
+    body["content"] = [{"type": "text", "text": "First part."}, {"type": "text", "text": "Next."}]
+    server.push(Reply(body=body))
+    shown = Shown()
+
+    response = adapter(server).complete(ask(), sink=shown)
+
+    assert shown.text == "First part.\nNext." == response.text
+
+
+def test_stream_cut_midway_is_retried_after_a_restart(server: MessagesServer) -> None:
+    # message_start, ping, content_block_start and two deltas, then the connection drops.
+    server.push(Reply(body=text_message(ANSWER), stream_cut=5))
+    server.push_text(ANSWER)
+    shown = Shown()
+
+    response = adapter(server).complete(ask(), sink=shown)
+
+    assert response.text == ANSWER
+    assert [kind for kind, _, _ in shown.calls][:3] == ["delta", "delta", "restart"]
+    assert shown.restarts == 1
+    assert shown.text == ANSWER
+    first, second = server.requests
+    assert second.body["stream"] is True
+    assert second.received_at - first.received_at >= 0.3  # the SDK's first backoff, 0.375-0.5s
+
+
+def test_error_event_midway_is_retried_after_a_restart(server: MessagesServer) -> None:
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    server.push(Reply(body=text_message(ANSWER), stream_cut=5, stream_error=overloaded))
+    server.push_text(ANSWER)
+    shown = Shown()
+
+    response = adapter(server).complete(ask(), sink=shown)
+
+    assert response.text == ANSWER
+    assert [kind for kind, _, _ in shown.calls][:3] == ["delta", "delta", "restart"]
+    assert shown.text == ANSWER
+    assert len(server.requests) == 2
+
+
+def test_stream_that_stalls_midway_is_retried(server: MessagesServer) -> None:
+    server.push(Reply(body=text_message(ANSWER), stream_cut=4, stream_stall=5))
+    server.push_text(ANSWER)
+    shown = Shown()
+
+    response = adapter(server, timeout=0.3).complete(ask(), sink=shown)
+
+    assert response.text == ANSWER == shown.text
+    assert shown.restarts == 1
+
+
+def test_stream_cut_on_every_attempt_raises_llm_error_after_the_retries(
+    server: MessagesServer,
+) -> None:
+    for _ in range(2):
+        server.push(Reply(body=text_message(ANSWER), stream_cut=4))
+    shown = Shown()
+
+    with pytest.raises(LLMError, match="cut off before it was complete"):
+        adapter(server, max_retries=1).complete(ask(), sink=shown)
+
+    assert len(server.requests) == 2
+    assert shown.restarts == 1
+
+
+def test_error_event_that_is_not_transient_is_not_retried(server: MessagesServer) -> None:
+    server.push_stream_error("invalid_request_error", "prompt is too long")
+    server.push_text("never reached")
+    shown = Shown()
+
+    with pytest.raises(LLMError, match="invalid_request_error: prompt is too long"):
+        adapter(server).complete(ask(), sink=shown)
+
+    assert len(server.requests) == 1
+    assert shown.calls == []
+
+
+def test_failure_to_open_the_stream_is_retried_by_the_sdk_alone(server: MessagesServer) -> None:
+    for _ in range(3):
+        server.push_error(529, message="Overloaded", retry_after=0.05)
+    server.push_text("never reached")
+    shown = Shown()
+
+    with pytest.raises(LLMError, match=r"529 overloaded_error: Overloaded.*after 2 retries"):
+        adapter(server, max_retries=2).complete(ask(), sink=shown)
+
+    assert len(server.requests) == 3
+    assert shown.calls == []
+
+
 # Retries
 
 

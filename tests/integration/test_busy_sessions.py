@@ -19,7 +19,7 @@ from kombu import Connection
 from sqlmodel import col, select
 
 from cairn.db.models import ContextCheckpoint, ContextTelemetry, OutboundMessage
-from cairn.llm.types import LLMRequest, LLMResponse, TextBlock
+from cairn.llm.types import LLMRequest, LLMResponse, TextBlock, TextSink
 from cairn.memory.index import EdgeIndex, IndexedMemory, IndexUnavailable
 from cairn.runtime import Runtime
 from cairn.sessions.events import ChatEvent
@@ -49,7 +49,7 @@ class _Gated:
         self.go = threading.Event()
         self.calls = 0
 
-    def complete(self, request: LLMRequest) -> LLMResponse:
+    def complete(self, request: LLMRequest, *, sink: TextSink | None = None) -> LLMResponse:
         self.calls += 1
         if self.calls == 1:
             self.thinking.set()

@@ -18,7 +18,7 @@ from cairn.cli import main
 from cairn.core.settings import ContextSettings, load_settings
 from cairn.db import Database
 from cairn.db.models import ContextCheckpoint, EventKind, EventStatus, SessionEvent
-from cairn.llm.types import LLMRequest, LLMResponse, TextBlock, ToolUseBlock
+from cairn.llm.types import LLMRequest, LLMResponse, TextBlock, TextSink, ToolUseBlock
 from cairn.memory.context import CompiledPrompt, ContextEngine
 from cairn.memos import MemoBox
 from cairn.runtime import Runtime, build_runtime, reset_runtime
@@ -42,7 +42,7 @@ class Recording:
         self.requests: list[LLMRequest] = []
         self.steps = list(steps)
 
-    def complete(self, request: LLMRequest) -> LLMResponse:
+    def complete(self, request: LLMRequest, *, sink: TextSink | None = None) -> LLMResponse:
         self.requests.append(request)
         step = self.steps.pop(0) if self.steps else (lambda _: _say("ok"))
         return step(request)

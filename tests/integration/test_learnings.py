@@ -8,7 +8,7 @@ import json
 from sqlmodel import select
 
 from cairn.db.models import AgentSession, EventKind, MemoryUse, OutboundMessage
-from cairn.llm.types import LLMRequest, LLMResponse, TextBlock
+from cairn.llm.types import LLMRequest, LLMResponse, TextBlock, TextSink
 from cairn.memory import Scope
 from cairn.memory.learnings import EXTRACT_PROMPT, parse_learnings
 from cairn.runtime import Runtime
@@ -25,7 +25,7 @@ class ScriptedLLM:
         self.answer = answer
         self.requests: list[LLMRequest] = []
 
-    def complete(self, request: LLMRequest) -> LLMResponse:
+    def complete(self, request: LLMRequest, *, sink: TextSink | None = None) -> LLMResponse:
         self.requests.append(request)
         return LLMResponse(content=(TextBlock(self.answer),))
 

@@ -11,7 +11,7 @@ from sqlmodel import col, select
 from cairn.core.errors import InvalidInput, LLMError
 from cairn.core.settings import load_settings
 from cairn.db.models import DeadLetter, EventStatus, OutboundMessage, SessionEvent
-from cairn.llm.types import LLMRequest, LLMResponse, TextBlock, ToolUseBlock
+from cairn.llm.types import LLMRequest, LLMResponse, TextBlock, TextSink, ToolUseBlock
 from cairn.memory import Scope
 from cairn.runtime import Runtime
 from cairn.sessions.events import ChatEvent, EventType
@@ -161,7 +161,7 @@ def test_running_a_session_twice_posts_nothing_twice(runtime: Runtime) -> None:
 class _Failing:
     name = "failing"
 
-    def complete(self, request: LLMRequest) -> LLMResponse:
+    def complete(self, request: LLMRequest, *, sink: TextSink | None = None) -> LLMResponse:
         raise LLMError("the model is overloaded (529) after 4 retries")
 
 
@@ -299,7 +299,7 @@ def test_a_recall_reply_records_which_memories_it_used(runtime: Runtime) -> None
 class _Broken:
     name = "broken"
 
-    def complete(self, request: LLMRequest) -> LLMResponse:
+    def complete(self, request: LLMRequest, *, sink: TextSink | None = None) -> LLMResponse:
         raise RuntimeError("bug in a tool adapter")
 
 

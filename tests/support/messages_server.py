@@ -70,7 +70,10 @@ class Reply:
     to provoke client timeouts. On a streamed 200, ``stream_error`` sends ``message_start`` and
     then this ``error`` event instead of the content, as the API does when it fails mid-stream;
     ``stream_cut`` hangs up after that many events, as a dropped connection would, having first
-    held the connection silent for ``stream_stall`` seconds, as a stalled one would.
+    held the connection silent for ``stream_stall`` seconds, as a stalled one would. With both,
+    the ``error`` event comes after the first ``stream_cut`` events instead of the hang-up.
+    ``delta_delay`` waits that many seconds before each streamed event after the first, so the
+    answer arrives as slowly as a model writes it.
     """
 
     status: int = 200
@@ -80,6 +83,7 @@ class Reply:
     stream_error: JSON | None = None
     stream_cut: int | None = None
     stream_stall: float = 0.0
+    delta_delay: float = 0.0
 
 
 Responder = Callable[[JSON], "Reply | JSON"]
@@ -497,11 +501,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         events = list(sse_events(reply.body))
-        if reply.stream_error is not None:
-            events = [events[0], ("error", reply.stream_error)]
         if reply.stream_cut is not None:
             events = events[: reply.stream_cut]
-        for event, data in events:
+        if reply.stream_error is not None:
+            events = [*events[: reply.stream_cut or 1], ("error", reply.stream_error)]
+        for number, (event, data) in enumerate(events):
+            if number and reply.delta_delay and self.owner._stopping.wait(reply.delta_delay):
+                return
             self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
             self.wfile.flush()
         if reply.stream_stall:

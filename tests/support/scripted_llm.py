@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cairn.llm.types import LLMRequest, LLMResponse
+from cairn.llm.types import LLMRequest, LLMResponse, TextSink
 
 __all__ = ["ScriptedLLM"]
 
@@ -16,6 +16,10 @@ class ScriptedLLM:
         self.answers = list(answers)
         self.requests: list[LLMRequest] = []
 
-    def complete(self, request: LLMRequest) -> LLMResponse:
+    def complete(self, request: LLMRequest, *, sink: TextSink | None = None) -> LLMResponse:
+        """The next answer; with ``sink``, its text goes there whole first, as one delta."""
         self.requests.append(request)
-        return self.answers.pop(0)
+        answer = self.answers.pop(0)
+        if sink is not None and answer.text:
+            sink.delta(answer.text)
+        return answer

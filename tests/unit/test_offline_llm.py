@@ -81,3 +81,38 @@ def test_a_tool_error_is_reported_not_hidden() -> None:
         ),
     )
     assert "couldn't do that: nothing remembered matches" in OfflineLLM().complete(request).text
+
+
+class _Collected:
+    """A TextSink that keeps the deltas it is sent."""
+
+    def __init__(self) -> None:
+        self.deltas: list[str] = []
+        self.restarts = 0
+
+    def delta(self, text: str) -> None:
+        self.deltas.append(text)
+
+    def restart(self) -> None:
+        self.restarts += 1
+
+
+def test_an_answer_streams_in_word_groups_that_join_into_its_text() -> None:
+    sink = _Collected()
+
+    response = OfflineLLM().complete(_ask("help"), sink=sink)
+
+    assert len(sink.deltas) > 3
+    assert all(len(d.split()) <= 4 for d in sink.deltas)
+    assert "".join(sink.deltas) == response.text
+    assert sink.restarts == 0
+    assert response == OfflineLLM().complete(_ask("help"))
+
+
+def test_a_tool_call_streams_nothing() -> None:
+    sink = _Collected()
+
+    response = OfflineLLM().complete(_ask("remember the VPN is vpn.example.com"), sink=sink)
+
+    assert response.tool_uses
+    assert sink.deltas == []
