@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 from sqlmodel import col, select
 
+from cairn.bot.slack.backfill import TIERS, ThreadReader
+from cairn.bot.slack.web import web_client
+from cairn.core.settings import load_settings
 from cairn.db.models import AgentSession, EventKind, SessionEvent
-from tests.support.slack_api import BOT_USER
+from tests.support.slack_api import BOT_TOKEN, BOT_USER, SlackAPI
 from tests.support.slack_harness import Harness, running_slack
 
 CHANNEL = "C0CHAN"
@@ -181,3 +184,30 @@ def _logged(h: Harness) -> dict[str, list[str]]:
     for thread_ref, text in rows:
         found.setdefault(thread_ref, []).append(text)
     return found
+
+
+def test_the_budget_comes_back_after_a_minute_and_retry_after_is_honoured() -> None:
+    now = [1000.0]
+    reader = ThreadReader(TIERS["limited"], clock=lambda: now[0])
+    with SlackAPI() as api:
+        api.history_per_minute = None  # the reader alone keeps the pace here
+        api.add_thread(CHANNEL, thread(1_700_000_000, 20) + thread(1_700_001_000, 2))
+        client = web_client(load_settings(), BOT_TOKEN)
+        client.base_url = api.base_url
+        first, second = "1700000000.000100", "1700001000.000100"
+        assert len(reader.read(client, "T0001", CHANNEL, first, before="1700000500.000100")) == 15
+        assert reader.read(client, "T0001", CHANNEL, second, before="1700001500.000100") == []
+        assert reader.read(client, "T0002", CHANNEL, second, before="1700001500.000100") != []
+        now[0] += 60
+        # The same thread again: from after the newest message read, the next page.
+        again = reader.read(client, "T0001", CHANNEL, first, before="1700000500.000100")
+        assert [m["ts"] for m in again] == [f"{1_700_000_015 + n}.000100" for n in range(6)]
+        assert api.calls("conversations.replies")[-1].args["oldest"] == "1700000014.000100"
+        now[0] += 60
+        api.fail("conversations.replies", status=429, retry_after=120)
+        assert reader.read(client, "T0001", CHANNEL, second, before="1700001500.000100") == []
+        now[0] += 119
+        assert reader.read(client, "T0001", CHANNEL, second, before="1700001500.000100") == []
+        now[0] += 2
+        assert len(reader.read(client, "T0001", CHANNEL, second, before="1700001500.000100")) == 3
+        assert len(api.calls("conversations.replies", ok_only=False)) == 5
