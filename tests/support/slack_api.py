@@ -7,8 +7,8 @@ published views, statuses, its conversations), records every call, and answers 4
 demand. ``conversations.replies`` is served as Slack serves an app outside the Marketplace since
 2025: pages of at most 15 messages, one request a minute per workspace (429 beyond it).
 ``apps.connections.open`` hands out the URL of its :class:`SocketModeServer`, a websocket server
-that sends envelopes the way Slack does and records the client's acknowledgements. :func:`signed_headers` signs an HTTP request body with a
-signing secret, as Slack does.
+that sends envelopes the way Slack does and records the client's acknowledgements.
+:func:`signed_headers` signs an HTTP request body with a signing secret, as Slack does.
 """
 
 from __future__ import annotations
