@@ -149,6 +149,10 @@ class SlackSettings(BaseModel):
     working_emoji: str = Field(default="eyes", min_length=1)
     message_chars: int = Field(default=3900, ge=100, le=40000)
     api_retries: int = Field(default=5, ge=0, le=20)
+    # Slack's rate limits on reading threads (cairn/bot/slack/backfill.py): "limited" for an
+    # app outside the Marketplace (1 request a minute, 15 messages), "marketplace" for a
+    # Marketplace-approved or internal app (Tier 3).
+    history_tier: Literal["limited", "marketplace"] = "limited"
 
     @property
     def oauth(self) -> bool:

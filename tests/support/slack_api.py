@@ -4,10 +4,11 @@
 bodies, the token in ``Authorization``), keeps what a workspace would (posted messages, reactions,
 published views, statuses, its conversations), records every call, and answers 429 with
 ``Retry-After``, drops the connection, or refuses with Slack's error (``missing_scope``) on
-demand. ``apps.connections.open`` hands out the URL of its
-:class:`SocketModeServer`, a websocket server that sends envelopes the way Slack does and
-records the client's acknowledgements. :func:`signed_headers` signs an HTTP request body with a
-signing secret, as Slack does.
+demand. ``conversations.replies`` is served as Slack serves an app outside the Marketplace since
+2025: pages of at most 15 messages, one request a minute per workspace (429 beyond it).
+``apps.connections.open`` hands out the URL of its :class:`SocketModeServer`, a websocket server
+that sends envelopes the way Slack does and records the client's acknowledgements.
+:func:`signed_headers` signs an HTTP request body with a signing secret, as Slack does.
 """
 
 from __future__ import annotations
@@ -143,6 +144,11 @@ class SlackAPI(BackgroundServer):
         self.channels: dict[str, JSON] = {}
         # The OAuth app's credentials (oauth.v2.access checks them).
         self.client_id, self.client_secret = CLIENT_ID, CLIENT_SECRET
+        # conversations.replies: the most messages a page holds, and the requests a workspace
+        # may make a minute (None: any number), as for an app outside the Marketplace.
+        self.history_page = 15
+        self.history_per_minute: int | None = 1
+        self._history_calls: dict[str, list[float]] = {}
         # Called with (method, arguments) after a call took effect, before it is answered.
         self.after_call: Callable[[str, JSON], None] | None = None
 
@@ -237,6 +243,21 @@ class SlackAPI(BackgroundServer):
 
     def _ts(self) -> str:
         return f"{1_800_000_000 + next(self._clock)}.000100"
+
+    def _history_wait(self, method: str, token: str) -> float:
+        """Seconds until the workspace of ``token`` may call ``method`` again (0: now), as
+        Slack's per-minute limit on reading threads counts; a call allowed is counted."""
+        if method != "conversations.replies" or self.history_per_minute is None:
+            return 0.0
+        team = self.tokens.get(token, ("", "", ""))[0]
+        now = time.monotonic()
+        with self._lock:
+            recent = [t for t in self._history_calls.get(team, []) if now - t < 60.0]
+            if len(recent) >= self.history_per_minute:
+                self._history_calls[team] = recent
+                return 60.0 - (now - recent[0])
+            self._history_calls[team] = [*recent, now]
+        return 0.0
 
     def _failure(self, method: str) -> _Failure | None:
         with self._lock:
@@ -375,7 +396,18 @@ class SlackAPI(BackgroundServer):
         thread.sort(key=lambda m: float(m["ts"]))
         if not thread:
             return {"ok": False, "error": "thread_not_found"}
-        return {"ok": True, "messages": thread, "has_more": False}
+        if args.get("oldest"):
+            thread = [m for m in thread if float(m["ts"]) > float(args["oldest"])]
+        if args.get("latest"):
+            thread = [m for m in thread if float(m["ts"]) < float(args["latest"])]
+        # Slack caps limit at the page size (15 for an app outside the Marketplace).
+        limit = min(int(args.get("limit") or self.history_page), self.history_page)
+        start = int(args.get("cursor") or 0)
+        page = thread[start : start + limit]
+        more = start + limit < len(thread)
+        answer: JSON = {"ok": True, "messages": page, "has_more": more}
+        answer["response_metadata"] = {"next_cursor": str(start + limit) if more else ""}
+        return answer
 
     def _reactions_add(self, args: JSON) -> JSON:
         key = (str(args.get("channel")), str(args.get("timestamp")))
@@ -502,6 +534,13 @@ class _Handler(BaseHTTPRequestHandler):
                 refusal.update(needed=_SCOPE_OF.get(method, ""), provided="chat:write")
             body = json.dumps(refusal).encode()
             self._send(failure.status, body, "application/json", headers)
+            return
+        wait = self.owner._history_wait(method, token)
+        if wait > 0:
+            self.owner._record(Call(method, args, token, time.monotonic(), 429))
+            body = json.dumps({"ok": False, "error": "ratelimited"}).encode()
+            headers = {"Retry-After": str(max(1, round(wait)))}
+            self._send(429, body, "application/json", headers)
             return
         answer = self.owner.answer(method, args, token)
         self.owner._record(Call(method, args, token, time.monotonic(), 200))

@@ -21,11 +21,11 @@ import time
 from typing import Any
 
 import redis
-from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from cairn.bot.dedupe import Dedupe
 from cairn.bot.pipeline import Pipeline
+from cairn.bot.slack.backfill import TIERS, ThreadReader
 from cairn.bot.slack.conversations import Conversations
 from cairn.bot.slack.delivery import Delivery, part_key
 from cairn.bot.slack.mrkdwn import from_slack
@@ -45,8 +45,6 @@ PLATFORM = "slack"
 
 # Message subtypes that are someone saying something; edits, joins and the like are not.
 _SPOKEN_SUBTYPES = {None, "thread_broadcast", "file_share", "me_message", "bot_message"}
-# The most earlier thread messages read when the bot is mentioned mid-thread.
-_BACKFILL_LIMIT = 200
 # An event waiting longer than this means the ingest thread is stuck: /healthz says so.
 _STUCK_SECONDS = 60.0
 # The longest wait between two tries of an event while the database is down.
@@ -78,6 +76,7 @@ class Inbound:
         self.spool = spool
         self.people = People(workspaces)
         self.conversations = Conversations(workspaces)
+        self.threads = ThreadReader(TIERS[self.settings.slack.history_tier])
         self._oldest: float | None = None
         self._thread: threading.Thread | None = None
         # The dedupe keys the event in hand has claimed: trying it again must not find them
@@ -305,7 +304,11 @@ class Inbound:
         self, me: BotIdentity, channel: str, thread: str, *, before: str, private: bool
     ) -> None:
         """Log the thread's earlier messages (conversations.replies) as context, once;
-        ``private``: whether the channel is a private conversation."""
+        ``private``: whether the channel is a private conversation.
+
+        Within Slack's limits (:mod:`cairn.bot.slack.backfill`): when the workspace's budget
+        is spent the mention goes on with what could be read now, perhaps nothing.
+        """
         tenant = tenant_of(me.team_id)
         if self.settings.slack.follow_threads and self._thread_agent(tenant, channel, thread):
             return  # the session has followed the thread since the bot was first mentioned
@@ -313,13 +316,13 @@ class Inbound:
         if client is None:
             return
         try:
-            messages = self._replies(client, channel, thread)
+            messages = self.threads.read(client, me.team_id, channel, thread, before=before)
         except (SlackApiError, SlackClientError, OSError) as exc:
             log.warning("could not read the thread %s in %s: %s", thread, channel, exc)
             return
         for message in messages:
             ts = str(message.get("ts") or "")
-            if not ts or float(ts) >= float(before) or not self._from_someone_else(message, me):
+            if not ts or not self._from_someone_else(message, me):
                 continue
             if message.get("subtype") not in _SPOKEN_SUBTYPES:
                 continue
@@ -339,20 +342,6 @@ class Inbound:
                     private=private,
                 )
             )
-
-    @staticmethod
-    def _replies(client: WebClient, channel: str, thread: str) -> list[dict[str, Any]]:
-        messages: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while len(messages) < _BACKFILL_LIMIT:
-            response = client.conversations_replies(
-                channel=channel, ts=thread, limit=min(200, _BACKFILL_LIMIT), cursor=cursor
-            )
-            messages.extend(response.get("messages") or [])
-            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
-            if not cursor:
-                break
-        return messages[:_BACKFILL_LIMIT]
 
     # --- reactions -----------------------------------------------------------------------
 
