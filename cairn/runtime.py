@@ -20,6 +20,7 @@ from cairn.db import Database
 from cairn.memory import MemoryStore
 from cairn.memory.working import WorkingMemory, build_working_memory
 from cairn.sessions.locks import LocalLocks, RedisLocks, SessionLocks
+from cairn.sessions.stream import RedisStreams, ReplyStreams, local_streams
 
 if TYPE_CHECKING:
     from cairn.llm.types import LLM
@@ -54,6 +55,12 @@ class Runtime:
         if self._working is None:
             self._working = build_working_memory(self.redis, self.settings.memory.working_ttl)
         return self._working
+
+    @property
+    def streams(self) -> ReplyStreams:
+        """Where reply text travels as it is written: Redis pub/sub when Redis is configured
+        (workers may be other processes), else this process."""
+        return RedisStreams(self.redis) if self.redis is not None else local_streams()
 
     def close(self) -> None:
         """Release connections (the database pool, Redis, a Qdrant server client)."""

@@ -25,6 +25,7 @@ from cairn.db.models import EventStatus
 from cairn.sessions.events import ChatEvent, EventType, checked_name
 from cairn.sessions.ingest import Admission
 from cairn.sessions.outbox import Outbox
+from cairn.sessions.stream import StreamPiece
 
 __all__ = ["COMMANDS", "Console"]
 
@@ -67,6 +68,7 @@ class Console:
         thread: str = "main",
         user: str | None = None,
         agent: str | None = None,
+        stream: bool = False,
     ) -> None:
         self.pipeline = pipeline
         self.rt = pipeline.rt
@@ -75,6 +77,12 @@ class Console:
         self.as_json = as_json
         self.interactive = interactive
         self.state = _State(thread, user or _login_name(), agent)
+        # Answers as they are written: on a terminal (or with --stream), and as "delta"
+        # objects in JSON only with --stream, so that scripts reading replies see no change.
+        streaming = stream if as_json else (stream or interactive)
+        self._pieces = self.rt.streams.subscribe(self.tenant) if streaming else None
+        self._streamed: dict[int, str] = {}  # cause -> the text shown as it was written
+        self._thinking_shown = False
 
     @property
     def tenant(self) -> str:
@@ -212,18 +220,57 @@ class Console:
                 break
             if not status_shown and time.monotonic() - started > 0.3:
                 status_shown = True
-                self._thinking(shown=True)
+                if event_row not in self._streamed:
+                    self._thinking(shown=True)
             if time.monotonic() > deadline:
                 self._thinking(shown=False)
                 raise CairnError(
                     f"no answer within {self.rt.settings.reply_timeout:.0f}s "
                     "(CAIRN_REPLY_TIMEOUT); is a worker running? It will be shown when it comes."
                 )
-            time.sleep(delay)
+            self._follow(event_row, delay)
             delay = min(delay * 1.5, 0.25)
-        if status_shown:
-            self._thinking(shown=False)
+        self._follow(event_row, 0.0)  # what was written just before the end
+        self._thinking(shown=False)
         return self._deliver(cause=event_row, quiet_kinds=quiet_kinds or set())
+
+    def _follow(self, cause: int, wait: float) -> None:
+        """Show the pieces of ``cause``'s answer written so far, waiting up to ``wait`` for the
+        first; without a subscription, just wait."""
+        if self._pieces is None:
+            time.sleep(wait)
+            return
+        piece = self._pieces.get(wait)
+        while piece is not None:
+            if piece.cause == cause:
+                self._show_piece(piece)
+            piece = self._pieces.get(0.0)
+
+    def _show_piece(self, piece: StreamPiece) -> None:
+        if piece.kind == "end":
+            return
+        shown = self._streamed.get(piece.cause)
+        if self.as_json:
+            if piece.kind == "text":
+                self._streamed[piece.cause] = (shown or "") + piece.text
+                self._emit("delta", piece.text, cause=piece.cause)
+            elif shown is not None:  # a restart matters only once something was shown
+                self._streamed.pop(piece.cause)
+                self._emit("delta", "", cause=piece.cause, restart=True)
+            return
+        if piece.kind == "restart":
+            if shown:
+                self.out.write("\n  (starting over)\n")
+                self.out.flush()
+            self._streamed.pop(piece.cause, None)
+            return
+        if shown is None:
+            self._thinking(shown=False)
+            self.out.write(printable(f"{self.state.agent or 'cairn'}> "))
+            shown = ""
+        self.out.write(printable(piece.text))
+        self.out.flush()
+        self._streamed[piece.cause] = shown + piece.text
 
     def _handled(self, event_row: int) -> bool:
         row = self.pipeline.log.event(event_row)
@@ -270,6 +317,12 @@ class Console:
                 continue
             if reply.kind != "ack":
                 self.state.last_bot_message[reply.thread] = ref
+            streamed = self._streamed.pop(cause, None) if cause is not None else None
+            if streamed is not None and not self.as_json:
+                self.out.write("\n")  # the streamed answer's line ends here
+                self.out.flush()
+                if reply.kind == "reply" and streamed.strip() == reply.text.strip():
+                    continue  # shown already, as it was written
             failed = reply.kind == "error"  # the bot's apology is still a reply
             self._emit(
                 "reply" if failed else reply.kind,
@@ -317,7 +370,8 @@ class Console:
 
     def _thinking(self, shown: bool) -> None:
         """Show (or clear) a status line while the bot works, on a terminal only."""
-        if self.interactive and not self.as_json:
+        if self.interactive and not self.as_json and shown != self._thinking_shown:
+            self._thinking_shown = shown
             self.err.write("  (thinking...)" if shown else "\r\033[K")
             self.err.flush()
 

@@ -75,7 +75,13 @@ def main() -> None:
     help="Agent to address (default: CAIRN_AGENT).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per bot output.")
-def chat(thread: str, user: str | None, agent: str | None, as_json: bool) -> None:
+@click.option(
+    "--stream",
+    is_flag=True,
+    help="Show answers as they are written (on a terminal they always are); with --json, "
+    'as "delta" objects before each reply.',
+)
+def chat(thread: str, user: str | None, agent: str | None, as_json: bool, stream: bool) -> None:
     """Chat with Cairn in this terminal (a console thread).
 
     \b
@@ -102,6 +108,7 @@ def chat(thread: str, user: str | None, agent: str | None, as_json: bool) -> Non
                 thread=thread,
                 user=user,
                 agent=agent,
+                stream=stream,
             )
             code = console.run(_lines())
         finally:

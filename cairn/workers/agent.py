@@ -14,6 +14,7 @@ from cairn.llm.types import (
     LLM,
     LLMRequest,
     Message,
+    TextSink,
     ToolResultBlock,
     Usage,
 )
@@ -45,18 +46,28 @@ class TurnOutcome:
 
 
 def run_agent(
-    llm: LLM, request: LLMRequest, toolbox: Toolbox, log: TurnLog, *, max_rounds: int
+    llm: LLM,
+    request: LLMRequest,
+    toolbox: Toolbox,
+    log: TurnLog,
+    *,
+    max_rounds: int,
+    sink: TextSink | None = None,
 ) -> TurnOutcome:
     """Run the tool loop for ``request`` and return the final answer.
 
+    ``sink`` receives the text as the model writes it; the answer is the last round's text, so
+    each round after the first starts it over (``restart``).
     Raises whatever ``llm.complete`` raises (LLMError, LLMAuthError); tool failures are sent
     back to the model as error results instead.
     """
     messages = list(request.messages)
     outcome = TurnOutcome(text="")
     request = replace(request, tools=toolbox.specs)
-    for _ in range(max_rounds):
-        response = llm.complete(replace(request, messages=tuple(messages)))
+    for round_number in range(max_rounds):
+        if round_number and sink is not None:
+            sink.restart()
+        response = llm.complete(replace(request, messages=tuple(messages)), sink=sink)
         outcome.rounds += 1
         outcome.usage.append(response.usage)
         outcome.models.append(response.model or llm.name)

@@ -42,6 +42,7 @@ from cairn.memos import MemoBox
 from cairn.runtime import Runtime
 from cairn.sessions.log import EventLog
 from cairn.sessions.outbox import Said, say_in
+from cairn.sessions.stream import ReplyStreams, StreamPiece
 from cairn.workers.agent import TurnOutcome, run_agent
 from cairn.workers.feedback import apply_reaction
 from cairn.workers.tools import Toolbox
@@ -245,9 +246,19 @@ def _turn(
         model=spec.model,
     )
     turn_log = _TurnLog(events, session, event)
-    outcome = run_agent(
-        rt.llm, request, toolbox, turn_log, max_rounds=rt.settings.llm.max_tool_rounds
-    )
+    assert event.id is not None
+    sink = _Streamed(rt.streams, session.tenant_id, event.id)
+    try:
+        outcome = run_agent(
+            rt.llm,
+            request,
+            toolbox,
+            turn_log,
+            max_rounds=rt.settings.llm.max_tool_rounds,
+            sink=sink,
+        )
+    finally:
+        sink.end()
     turn.finish()
     if compiled.memo_ids:  # shown to the agent: read, though not yet acknowledged
         MemoBox(rt.db).mark_read(session.tenant_id, agent, list(compiled.memo_ids))
@@ -255,6 +266,27 @@ def _turn(
     shown = set(compiled.memory_ids)
     outcome.used = [r.memory for r in recalled if r.memory.id in shown] + outcome.used
     return outcome, turn
+
+
+class _Streamed:
+    """The turn's text as the model writes it, published for the frontend (best effort)."""
+
+    def __init__(self, streams: ReplyStreams, tenant: str, cause: int) -> None:
+        self.streams = streams
+        self.tenant = tenant
+        self.cause = cause
+
+    def delta(self, text: str) -> None:
+        """A piece of text, appended to what was shown."""
+        self.streams.publish(StreamPiece(self.tenant, self.cause, "text", text))
+
+    def restart(self) -> None:
+        """What was shown is discarded."""
+        self.streams.publish(StreamPiece(self.tenant, self.cause, "restart"))
+
+    def end(self) -> None:
+        """The model is done; the reply follows through the outbox."""
+        self.streams.publish(StreamPiece(self.tenant, self.cause, "end"))
 
 
 class _TurnLog:

@@ -187,10 +187,10 @@ def test_tool_calls_are_logged_before_the_next_model_call(runtime: Runtime) -> N
     )
     original = model.complete
 
-    def spy(request: LLMRequest) -> LLMResponse:
+    def spy(request: LLMRequest, *, sink: TextSink | None = None) -> LLMResponse:
         session = EventLog(runtime.db).events(1)
         seen.append([e.kind for e in session])
-        return original(request)
+        return original(request, sink=sink)
 
     model.complete = spy  # type: ignore[method-assign]
     runtime._llm = model

@@ -1,0 +1,81 @@
+"""Reply pieces travel from workers to frontends: in this process, and through real Redis."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import redis
+
+from cairn.sessions.stream import (
+    CHANNEL_PREFIX,
+    LocalStreams,
+    RedisStreams,
+    ReplyStreams,
+    StreamPiece,
+)
+
+
+def _pieces(tenant: str) -> list[StreamPiece]:
+    return [
+        StreamPiece(tenant, 7, "text", "Roll back "),
+        StreamPiece(tenant, 7, "restart"),
+        StreamPiece(tenant, 7, "text", "Roll back with the tag — ünïcode kept"),
+        StreamPiece(tenant, 7, "end"),
+    ]
+
+
+def _round_trip(streams: ReplyStreams) -> None:
+    mine, other = streams.subscribe("T1"), streams.subscribe("T2")
+    try:
+        for piece in [*_pieces("T1"), StreamPiece("T9", 1, "text", "not for T1")]:
+            streams.publish(piece)
+        got = []
+        while (piece := mine.get(2.0)) is not None:
+            got.append(piece)
+            if piece.kind == "end":
+                break
+        assert got == _pieces("T1")  # in order, whole, and only the tenant's
+        assert other.get(0.2) is None
+    finally:
+        mine.close()
+        other.close()
+
+
+def test_pieces_reach_subscribers_of_their_tenant_in_this_process() -> None:
+    streams = LocalStreams()
+    _round_trip(streams)
+    late = streams.subscribe("T1")
+    assert late.get(0.05) is None  # a subscriber sees what comes after it subscribed
+
+
+def test_a_publisher_on_another_thread_is_heard_while_the_subscriber_waits() -> None:
+    streams = LocalStreams()
+    subscription = streams.subscribe("T1")
+    timer = threading.Timer(0.1, streams.publish, [StreamPiece("T1", 1, "text", "hi")])
+    timer.start()
+    assert subscription.get(2.0) == StreamPiece("T1", 1, "text", "hi")
+    timer.join()
+
+
+@pytest.mark.redis
+def test_pieces_travel_through_redis_and_a_malformed_message_is_dropped(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    streams = RedisStreams(client)
+    subscription = streams.subscribe("T1")
+    try:
+        client.publish(CHANNEL_PREFIX + "T1", b"{not json")
+        client.publish(CHANNEL_PREFIX + "T1", b'{"tenant": "T1", "cause": 1, "kind": "shout"}')
+        for piece in _pieces("T1"):
+            streams.publish(piece)
+        received = [subscription.get(2.0) for _ in range(6)]  # two malformed, four pieces
+        assert [p for p in received if p is not None] == _pieces("T1")
+    finally:
+        subscription.close()
+    _round_trip(streams)
+
+
+def test_publishing_with_redis_down_loses_the_piece_and_raises_nothing() -> None:
+    dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    RedisStreams(dead).publish(StreamPiece("T1", 1, "text", "lost"))
+    assert RedisStreams(dead).subscribe("T1").get(0.1) is None
