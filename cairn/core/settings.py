@@ -111,7 +111,8 @@ class LlmSettings(BaseModel):
     anthropic_api_key: SecretStr | None = Field(default=None, alias="ANTHROPIC_API_KEY")
     anthropic_base_url: str | None = Field(default=None, alias="ANTHROPIC_BASE_URL")
     model: str = Field(default="claude-sonnet-4-6", alias="CAIRN_MODEL")
-    stream: bool = False
+    # Stream answers (the Messages API's SSE), so that people see them as they are written.
+    stream: bool = True
     max_retries: int = Field(default=4, ge=0, le=20)
     timeout: float = Field(default=120.0, gt=0)
     max_output_tokens: int = Field(default=1024, ge=16, le=64000, alias="CAIRN_MAX_OUTPUT_TOKENS")

@@ -143,8 +143,9 @@ class AnthropicLLM:
 
         Rate limits, overload, server errors, timeouts and dropped connections are retried with
         backoff, honouring ``retry-after`` up to :data:`LONGEST_RETRY_AFTER`.
-        With ``sink`` the answer is always streamed and each text delta goes to ``sink`` as it
-        arrives; a stream that breaks off mid-answer (a transient error event, a dropped or
+        With ``sink`` (and streaming on, CAIRN_LLM_STREAM, the default) each text delta goes to
+        ``sink`` as it arrives; with streaming off, the whole text goes in one piece at the end.
+        A stream that breaks off mid-answer (a transient error event, a dropped or
         stalled connection, an end without a stop reason) is retried up to :attr:`max_retries`
         times with the SDK's backoff, each retry announced by ``sink.restart()``.
         Raises LLMAuthError when the key is rejected (401) or lacks permission (403), and
@@ -194,12 +195,16 @@ class AnthropicLLM:
             "tools": tools or omit,
             "metadata": metadata or omit,
         }
-        if sink is not None:
+        if self.stream and sink is not None:
             return self._stream_into(sink, params)
         if self.stream:
             with self._client.messages.stream(**params) as stream:
                 return stream.get_final_message()
         created: APIMessage = self._client.messages.create(**params)
+        if sink is not None:  # CAIRN_LLM_STREAM=false: the whole text in one piece
+            text = "\n".join(b.text for b in created.content if b.type == "text")
+            if text:
+                sink.delta(text)
         return created
 
     def _stream_into(self, sink: TextSink, params: dict[str, Any]) -> APIMessage:

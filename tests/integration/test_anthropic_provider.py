@@ -347,17 +347,28 @@ class Shown:
 ANSWER = "The deploy window is Tuesday at 14:00 UTC; ask #ops before you ship."
 
 
+def test_with_streaming_off_a_sink_gets_the_whole_text_in_one_piece(
+    server: MessagesServer,
+) -> None:
+    server.push(Reply(body=text_message(ANSWER)))
+    shown = Shown()
+    response = adapter(server, stream=False).complete(ask("when do we deploy?"), sink=shown)
+    assert "stream" not in server.bodies[0]  # CAIRN_LLM_STREAM=false is honoured
+    assert shown.deltas == [ANSWER]
+    assert shown.text == response.text
+
+
 def test_sink_sees_the_text_grow_delta_by_delta_before_the_answer_returns(
     server: MessagesServer,
 ) -> None:
     server.push(Reply(body=text_message(ANSWER), delta_delay=0.05))
     shown = Shown()
 
-    response = adapter(server).complete(ask("when do we deploy?"), sink=shown)
+    response = adapter(server, stream=True).complete(ask("when do we deploy?"), sink=shown)
     returned = time.monotonic()
 
     assert response.content == (TextBlock(ANSWER),)
-    assert server.bodies[0]["stream"] is True  # a sink streams even without CAIRN_LLM_STREAM
+    assert server.bodies[0]["stream"] is True
     # The stand-in writes 8 characters a delta, each event 50 ms after the one before.
     assert shown.deltas == [ANSWER[i : i + 8] for i in range(0, len(ANSWER), 8)]
     assert shown.text == response.text
@@ -371,7 +382,7 @@ def test_sink_sees_the_text_grow_delta_by_delta_before_the_answer_returns(
 def test_sink_call_keeps_prompt_caching_and_metadata(server: MessagesServer) -> None:
     server.push_text("ok")
 
-    adapter(server).complete(
+    adapter(server, stream=True).complete(
         ask(context=CONTEXT, tools=(REMEMBER,), metadata={"user_id": "u-1", "text": "x"}),
         sink=Shown(),
     )
@@ -390,7 +401,9 @@ def test_tool_use_answer_streams_its_text_but_no_tool_input(server: MessagesServ
     tool_id = server.push_tool_use("remember", tool_input, text="Noting it.")
     shown = Shown()
 
-    response = adapter(server).complete(ask("remember this", tools=(REMEMBER,)), sink=shown)
+    response = adapter(server, stream=True).complete(
+        ask("remember this", tools=(REMEMBER,)), sink=shown
+    )
 
     assert response.tool_uses == (ToolUseBlock(tool_id, "remember", tool_input),)
     assert shown.text == "Noting it." == response.text
@@ -403,7 +416,7 @@ def test_text_blocks_after_the_first_are_shown_on_a_new_line(server: MessagesSer
     server.push(Reply(body=body))
     shown = Shown()
 
-    response = adapter(server).complete(ask(), sink=shown)
+    response = adapter(server, stream=True).complete(ask(), sink=shown)
 
     assert shown.text == "First part.\nNext." == response.text
 
@@ -414,7 +427,7 @@ def test_stream_cut_midway_is_retried_after_a_restart(server: MessagesServer) ->
     server.push_text(ANSWER)
     shown = Shown()
 
-    response = adapter(server).complete(ask(), sink=shown)
+    response = adapter(server, stream=True).complete(ask(), sink=shown)
 
     assert response.text == ANSWER
     assert [kind for kind, _, _ in shown.calls][:3] == ["delta", "delta", "restart"]
@@ -431,7 +444,7 @@ def test_error_event_midway_is_retried_after_a_restart(server: MessagesServer) -
     server.push_text(ANSWER)
     shown = Shown()
 
-    response = adapter(server).complete(ask(), sink=shown)
+    response = adapter(server, stream=True).complete(ask(), sink=shown)
 
     assert response.text == ANSWER
     assert [kind for kind, _, _ in shown.calls][:3] == ["delta", "delta", "restart"]
@@ -444,7 +457,7 @@ def test_stream_that_stalls_midway_is_retried(server: MessagesServer) -> None:
     server.push_text(ANSWER)
     shown = Shown()
 
-    response = adapter(server, timeout=0.3).complete(ask(), sink=shown)
+    response = adapter(server, stream=True, timeout=0.3).complete(ask(), sink=shown)
 
     assert response.text == ANSWER == shown.text
     assert shown.restarts == 1
@@ -458,7 +471,7 @@ def test_stream_cut_on_every_attempt_raises_llm_error_after_the_retries(
     shown = Shown()
 
     with pytest.raises(LLMError, match="cut off before it was complete"):
-        adapter(server, max_retries=1).complete(ask(), sink=shown)
+        adapter(server, stream=True, max_retries=1).complete(ask(), sink=shown)
 
     assert len(server.requests) == 2
     assert shown.restarts == 1
@@ -470,7 +483,7 @@ def test_error_event_that_is_not_transient_is_not_retried(server: MessagesServer
     shown = Shown()
 
     with pytest.raises(LLMError, match="invalid_request_error: prompt is too long"):
-        adapter(server).complete(ask(), sink=shown)
+        adapter(server, stream=True).complete(ask(), sink=shown)
 
     assert len(server.requests) == 1
     assert shown.calls == []
@@ -483,7 +496,7 @@ def test_failure_to_open_the_stream_is_retried_by_the_sdk_alone(server: Messages
     shown = Shown()
 
     with pytest.raises(LLMError, match=r"529 overloaded_error: Overloaded.*after 2 retries"):
-        adapter(server, max_retries=2).complete(ask(), sink=shown)
+        adapter(server, stream=True, max_retries=2).complete(ask(), sink=shown)
 
     assert len(server.requests) == 3
     assert shown.calls == []
