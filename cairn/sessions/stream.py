@@ -92,6 +92,11 @@ class ReplyStreams(Protocol):
         """Receive the pieces of ``tenant``'s replies from now on."""
         ...
 
+    def listening(self, tenant: str) -> bool:
+        """Whether anyone subscribes to ``tenant`` now (a turn nobody watches publishes
+        nothing); True when it cannot be told."""
+        ...
+
 
 class _LocalSubscription:
     def __init__(self, owner: LocalStreams, tenant: str) -> None:
@@ -124,6 +129,11 @@ class LocalStreams:
             # Best effort: the final reply still comes through the outbox.
             with contextlib.suppress(queue.Full):
                 subscription.pieces.put_nowait(piece)
+
+    def listening(self, tenant: str) -> bool:
+        """Whether a subscription to ``tenant`` is open in this process."""
+        with self._lock:
+            return bool(self._subscribers.get(tenant))
 
     def subscribe(self, tenant: str) -> Subscription:
         """A subscription to ``tenant``'s pieces."""
@@ -193,6 +203,15 @@ class RedisStreams:
     def subscribe(self, tenant: str) -> Subscription:
         """A subscription to ``tenant``'s channel."""
         return _RedisSubscription(self.client, tenant)
+
+    def listening(self, tenant: str) -> bool:
+        """Whether ``tenant``'s channel has subscribers (PUBSUB NUMSUB); True if Redis fails,
+        so that publishing then decides."""
+        try:
+            counts = self.client.pubsub_numsub(CHANNEL_PREFIX + tenant)
+        except (redis.RedisError, OSError):
+            return True
+        return bool(counts and counts[0][1])
 
 
 _LOCAL = LocalStreams()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Update, bindparam, update
 
@@ -269,24 +269,36 @@ def _turn(
 
 
 class _Streamed:
-    """The turn's text as the model writes it, published for the frontend (best effort)."""
+    """The turn's text as the model writes it, published for the frontend (best effort).
+
+    Whether anyone listens is asked once, at the first piece: a turn no frontend watches (a
+    platform that does not stream, a bench) then costs nothing more.
+    """
 
     def __init__(self, streams: ReplyStreams, tenant: str, cause: int) -> None:
         self.streams = streams
         self.tenant = tenant
         self.cause = cause
+        self._heard: bool | None = None
 
     def delta(self, text: str) -> None:
         """A piece of text, appended to what was shown."""
-        self.streams.publish(StreamPiece(self.tenant, self.cause, "text", text))
+        self._publish("text", text)
 
     def restart(self) -> None:
         """What was shown is discarded."""
-        self.streams.publish(StreamPiece(self.tenant, self.cause, "restart"))
+        self._publish("restart")
 
     def end(self) -> None:
         """The model is done; the reply follows through the outbox."""
-        self.streams.publish(StreamPiece(self.tenant, self.cause, "end"))
+        if self._heard:
+            self._publish("end")
+
+    def _publish(self, kind: Literal["text", "restart", "end"], text: str = "") -> None:
+        if self._heard is None:
+            self._heard = self.streams.listening(self.tenant)
+        if self._heard:
+            self.streams.publish(StreamPiece(self.tenant, self.cause, kind, text))
 
 
 class _TurnLog:

@@ -44,7 +44,9 @@ def _round_trip(streams: ReplyStreams) -> None:
 
 def test_pieces_reach_subscribers_of_their_tenant_in_this_process() -> None:
     streams = LocalStreams()
+    assert not streams.listening("T1")
     _round_trip(streams)
+    assert not streams.listening("T1")  # closed subscriptions no longer count
     late = streams.subscribe("T1")
     assert late.get(0.05) is None  # a subscriber sees what comes after it subscribed
 
@@ -62,7 +64,9 @@ def test_a_publisher_on_another_thread_is_heard_while_the_subscriber_waits() -> 
 def test_pieces_travel_through_redis_and_a_malformed_message_is_dropped(redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url)
     streams = RedisStreams(client)
+    assert not streams.listening("T1")
     subscription = streams.subscribe("T1")
+    assert streams.listening("T1")
     try:
         client.publish(CHANNEL_PREFIX + "T1", b"{not json")
         client.publish(CHANNEL_PREFIX + "T1", b'{"tenant": "T1", "cause": 1, "kind": "shout"}')
@@ -77,5 +81,6 @@ def test_pieces_travel_through_redis_and_a_malformed_message_is_dropped(redis_ur
 
 def test_publishing_with_redis_down_loses_the_piece_and_raises_nothing() -> None:
     dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    assert RedisStreams(dead).listening("T1")  # cannot tell: publishing decides
     RedisStreams(dead).publish(StreamPiece("T1", 1, "text", "lost"))
     assert RedisStreams(dead).subscribe("T1").get(0.1) is None
