@@ -154,6 +154,12 @@ class SlackSettings(BaseModel):
     # app outside the Marketplace (1 request a minute, 15 messages), "marketplace" for a
     # Marketplace-approved or internal app (Tier 3).
     history_tier: Literal["limited", "marketplace"] = "limited"
+    # Answers as they are written (docs/adr/0027): "stream" (chat.startStream where Slack
+    # accepts it, else post and chat.update), "update" (always post and update), "off".
+    stream_mode: Literal["stream", "update", "off"] = "stream"
+    # Least seconds between two updates of one streamed answer, and most updates per message.
+    stream_interval: float = Field(default=1.0, ge=0.05, le=60)
+    stream_updates: int = Field(default=60, ge=1, le=1000)
 
     @property
     def oauth(self) -> bool:
@@ -188,6 +194,12 @@ class MatrixSettings(BaseModel):
     key_wait_seconds: float = Field(default=300.0, gt=0, le=7 * 86400)
     # Comma-separated devices never trusted: device ids, @user:server/DEVICE, or ed25519 keys.
     blocked_devices: str | None = None
+    # Answers as they are written (docs/adr/0027): the first text as a message in the thread,
+    # then m.replace edits at most every stream_interval seconds, at most stream_edits of them
+    # before the final edit (rooms grow heavy under hundreds of edits).
+    stream: bool = True
+    stream_interval: float = Field(default=1.5, ge=0.05, le=60)
+    stream_edits: int = Field(default=20, ge=1, le=500)
 
     def store_dir(self, home: Path) -> Path:
         """The crypto store folder: CAIRN_MATRIX_STORE, or ``home``/matrix/store."""

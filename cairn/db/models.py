@@ -43,6 +43,7 @@ __all__ = [
     "OutboundStatus",
     "Reaction",
     "SessionEvent",
+    "StreamedReply",
     "Tenant",
     "utcnow",
 ]
@@ -212,6 +213,26 @@ class OutboundMessage(SQLModel, table=True):
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
     sent_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+
+
+class StreamedReply(SQLModel, table=True):
+    """The platform messages a reply is being streamed into, before its final text is posted.
+
+    The frontend records each message it opens for a reply that streams (ADR 0027); whoever
+    posts the reply from the outbox edits these messages into the final text instead of posting
+    new ones, also after the frontend that streamed it restarted. ``data["refs"]`` lists them in
+    order, each a platform reference the frontend understands.
+    """
+
+    __tablename__ = "streamed_reply"
+
+    cause_event_id: int = Field(primary_key=True, foreign_key="session_event.id")
+    tenant_id: str = Field(max_length=TENANT_CHARS)
+    platform: str = Field(max_length=PLATFORM_CHARS)
+    data: dict[str, Any] = _json()
+    updated_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
+    )
 
 
 class MemoryRow(SQLModel, table=True):

@@ -39,19 +39,35 @@ SUBSCRIBE_SECONDS = 2.0
 SUBSCRIPTION_BACKLOG = 10_000  # pieces a slow subscriber may fall behind before some are lost
 
 
+Kind = Literal["text", "restart", "end", "status"]
+KINDS = ("text", "restart", "end", "status")
+
+
 @dataclass(frozen=True, slots=True)
 class StreamPiece:
     """A piece of the reply to event ``cause`` of ``tenant``.
 
     ``text`` appends to what was shown; ``restart`` discards it (the model started over: a
     retry, or a new round after tool calls); ``end`` says the model is done (the final reply
-    follows through the outbox).
+    follows through the outbox); ``status`` says what the agent is doing meanwhile (its text,
+    e.g. "searching memory...").
+
+    Each piece also says where the reply goes (``channel``, ``thread``, the person it answers
+    and the ``agent``), so that a frontend can show it without a database read; ``attempt``
+    names one run of the turn (a worker killed mid-turn is followed by a run with another
+    attempt, whose text starts over), and ``at`` is when the piece was made (epoch seconds).
     """
 
     tenant: str
     cause: int
-    kind: Literal["text", "restart", "end"]
+    kind: Kind
     text: str = ""
+    channel: str = ""
+    thread: str = ""
+    user: str = ""
+    agent: str = ""
+    attempt: str = ""
+    at: float = 0.0
 
     def to_json(self) -> str:
         """The piece as one JSON object (what travels through Redis)."""
@@ -62,11 +78,22 @@ class StreamPiece:
         """The piece in ``raw``; None for anything malformed (logged, never raised)."""
         try:
             data = json.loads(raw)
-            piece = cls(str(data["tenant"]), int(data["cause"]), data["kind"], str(data["text"]))
-        except (ValueError, KeyError, TypeError):
+            piece = cls(
+                str(data["tenant"]),
+                int(data["cause"]),
+                data["kind"],
+                str(data.get("text", "")),
+                str(data.get("channel", "")),
+                str(data.get("thread", "")),
+                str(data.get("user", "")),
+                str(data.get("agent", "")),
+                str(data.get("attempt", "")),
+                float(data.get("at", 0.0)),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
             log.warning("dropped a malformed stream piece")
             return None
-        return piece if piece.kind in ("text", "restart", "end") else None
+        return piece if piece.kind in KINDS else None
 
 
 class Subscription(Protocol):
@@ -88,8 +115,9 @@ class ReplyStreams(Protocol):
         """Send ``piece`` to the tenant's subscribers; never raises (best effort)."""
         ...
 
-    def subscribe(self, tenant: str) -> Subscription:
-        """Receive the pieces of ``tenant``'s replies from now on."""
+    def subscribe(self, tenant: str, *, prefix: bool = False) -> Subscription:
+        """Receive the pieces of ``tenant``'s replies from now on; with ``prefix``, of every
+        tenant whose name starts with ``tenant`` (``"slack:"``: every Slack workspace)."""
         ...
 
     def listening(self, tenant: str) -> bool:
@@ -99,9 +127,10 @@ class ReplyStreams(Protocol):
 
 
 class _LocalSubscription:
-    def __init__(self, owner: LocalStreams, tenant: str) -> None:
+    def __init__(self, owner: LocalStreams, tenant: str, prefix: bool) -> None:
         self.owner = owner
         self.tenant = tenant
+        self.prefix = prefix
         self.pieces: queue.Queue[StreamPiece] = queue.Queue(SUBSCRIPTION_BACKLOG)
 
     def get(self, timeout: float) -> StreamPiece | None:
@@ -120,31 +149,39 @@ class LocalStreams:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._subscribers: dict[str, list[_LocalSubscription]] = {}
+        self._prefixed: dict[str, list[_LocalSubscription]] = {}
 
     def publish(self, piece: StreamPiece) -> None:
         """Hand ``piece`` to each subscriber of its tenant; one that fell far behind misses it."""
         with self._lock:
             subscribers = list(self._subscribers.get(piece.tenant, ()))
+            for start, subs in self._prefixed.items():
+                if piece.tenant.startswith(start):
+                    subscribers += subs
         for subscription in subscribers:
             # Best effort: the final reply still comes through the outbox.
             with contextlib.suppress(queue.Full):
                 subscription.pieces.put_nowait(piece)
 
     def listening(self, tenant: str) -> bool:
-        """Whether a subscription to ``tenant`` is open in this process."""
+        """Whether a subscription to ``tenant`` (or a prefix of it) is open in this process."""
         with self._lock:
-            return bool(self._subscribers.get(tenant))
+            return bool(self._subscribers.get(tenant)) or any(
+                subs and tenant.startswith(p) for p, subs in self._prefixed.items()
+            )
 
-    def subscribe(self, tenant: str) -> Subscription:
-        """A subscription to ``tenant``'s pieces."""
-        subscription = _LocalSubscription(self, tenant)
+    def subscribe(self, tenant: str, *, prefix: bool = False) -> Subscription:
+        """A subscription to ``tenant``'s pieces (with ``prefix``, of every tenant it starts)."""
+        subscription = _LocalSubscription(self, tenant, prefix)
         with self._lock:
-            self._subscribers.setdefault(tenant, []).append(subscription)
+            table = self._prefixed if prefix else self._subscribers
+            table.setdefault(tenant, []).append(subscription)
         return subscription
 
     def _drop(self, subscription: _LocalSubscription) -> None:
         with self._lock:
-            subscribers = self._subscribers.get(subscription.tenant, [])
+            table = self._prefixed if subscription.prefix else self._subscribers
+            subscribers = table.get(subscription.tenant, [])
             if subscription in subscribers:
                 subscribers.remove(subscription)
 
@@ -152,15 +189,18 @@ class LocalStreams:
 class _RedisSubscription:
     """A subscription to one tenant's channel; with Redis down it receives nothing."""
 
-    def __init__(self, client: redis.Redis[bytes], tenant: str) -> None:
+    def __init__(self, client: redis.Redis[bytes], tenant: str, prefix: bool) -> None:
         self.pubsub: redis.client.PubSub | None = client.pubsub()
         try:
-            self.pubsub.subscribe(CHANNEL_PREFIX + tenant)
+            if prefix:
+                self.pubsub.psubscribe(CHANNEL_PREFIX + _glob_escape(tenant) + "*")
+            else:
+                self.pubsub.subscribe(CHANNEL_PREFIX + tenant)
             # Subscribed once Redis says so: a piece published before that would be missed.
             deadline = time.monotonic() + SUBSCRIBE_SECONDS
             while time.monotonic() < deadline:
                 message = self.pubsub.get_message(timeout=0.1)
-                if message and message.get("type") == "subscribe":
+                if message and message.get("type") in ("subscribe", "psubscribe"):
                     break
         except (redis.RedisError, OSError) as exc:
             log.warning("answers will not stream (Redis: %s)", first_line(exc))
@@ -176,7 +216,7 @@ class _RedisSubscription:
             log.debug("stream subscription interrupted: %s", first_line(exc))
             time.sleep(timeout)
             return None
-        if not message or message.get("type") != "message":
+        if not message or message.get("type") not in ("message", "pmessage"):
             return None
         return StreamPiece.from_json(message["data"])
 
@@ -200,18 +240,27 @@ class RedisStreams:
         except (redis.RedisError, OSError) as exc:
             log.debug("a stream piece was not published: %s", first_line(exc))
 
-    def subscribe(self, tenant: str) -> Subscription:
-        """A subscription to ``tenant``'s channel."""
-        return _RedisSubscription(self.client, tenant)
+    def subscribe(self, tenant: str, *, prefix: bool = False) -> Subscription:
+        """A subscription to ``tenant``'s channel (with ``prefix``, a pattern subscription to
+        every tenant it starts)."""
+        return _RedisSubscription(self.client, tenant, prefix)
 
     def listening(self, tenant: str) -> bool:
-        """Whether ``tenant``'s channel has subscribers (PUBSUB NUMSUB); True if Redis fails,
-        so that publishing then decides."""
+        """Whether ``tenant``'s channel has subscribers (PUBSUB NUMSUB) or any pattern
+        subscription is open (PUBSUB NUMPAT: frontends of many workspaces subscribe so);
+        True if Redis fails, so that publishing then decides."""
         try:
             counts = self.client.pubsub_numsub(CHANNEL_PREFIX + tenant)
+            if counts and counts[0][1]:
+                return True
+            return bool(self.client.pubsub_numpat())
         except (redis.RedisError, OSError):
             return True
-        return bool(counts and counts[0][1])
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` with Redis glob characters escaped, for a pattern that matches it literally."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 _LOCAL = LocalStreams()

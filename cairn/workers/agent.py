@@ -7,6 +7,7 @@ record of what already happened.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -19,7 +20,7 @@ from cairn.llm.types import (
     Usage,
 )
 from cairn.memory import Memory
-from cairn.workers.tools import Toolbox
+from cairn.workers.tools import Toolbox, doing
 
 __all__ = ["TurnLog", "TurnOutcome", "run_agent"]
 
@@ -53,11 +54,13 @@ def run_agent(
     *,
     max_rounds: int,
     sink: TextSink | None = None,
+    status: Callable[[str], None] | None = None,
 ) -> TurnOutcome:
     """Run the tool loop for ``request`` and return the final answer.
 
     ``sink`` receives the text as the model writes it; the answer is the last round's text, so
-    each round after the first starts it over (``restart``).
+    each round after the first starts it over (``restart``). ``status`` is told what the
+    agent is doing before each tool runs ("searching memory..."), for the person waiting.
     Raises whatever ``llm.complete`` raises (LLMError, LLMAuthError); tool failures are sent
     back to the model as error results instead.
     """
@@ -78,6 +81,8 @@ def run_agent(
         results = []
         for use in response.tool_uses:
             log.record("tool_call", use.name, {"id": use.id, "input": use.input})
+            if status is not None:
+                status(doing(use.name))
             result = toolbox.run(use.name, use.input)
             log.record(
                 "tool_result",

@@ -60,6 +60,7 @@ __all__ = [
     "TOOL_SPECS",
     "ToolOutcome",
     "Toolbox",
+    "doing",
     "looks_like_instruction",
 ]
 
@@ -73,6 +74,30 @@ class ToolOutcome:
     used: list[Memory] = field(default_factory=list)
     announced: list[Memory] = field(default_factory=list)
     retracted: list[Memory] = field(default_factory=list)
+
+
+# What the person waiting is told while a tool runs (Slack's assistant status, for instance).
+_DOING = {
+    "remember": "remembering...",
+    "recall": "searching memory...",
+    "retract": "retracting a memory...",
+    "share_memory": "sharing a memory...",
+    "update_item": "updating the thread's notes...",
+    "retrieve_artifact": "reading an attachment...",
+    "send_memo": "writing a memo...",
+    "ack_memo": "reading memos...",
+}
+
+
+def doing(tool: str) -> str:
+    """What the agent is doing while ``tool`` runs, in a few words for the person waiting."""
+    if tool in _DOING:
+        return _DOING[tool]
+    if tool.startswith("add_"):
+        return f"noting a {tool.removeprefix('add_')}..."
+    if tool.startswith("scratchpad_"):
+        return "working in its scratchpad..."
+    return f"running {tool}..."
 
 
 class Toolbox:

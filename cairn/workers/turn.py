@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
+from dataclasses import replace
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import Update, bindparam, update
 
@@ -42,7 +44,7 @@ from cairn.memos import MemoBox
 from cairn.runtime import Runtime
 from cairn.sessions.log import EventLog
 from cairn.sessions.outbox import Said, say_in
-from cairn.sessions.stream import ReplyStreams, StreamPiece
+from cairn.sessions.stream import Kind, ReplyStreams, StreamPiece
 from cairn.workers.agent import TurnOutcome, run_agent
 from cairn.workers.feedback import apply_reaction
 from cairn.workers.tools import Toolbox
@@ -247,7 +249,19 @@ def _turn(
     )
     turn_log = _TurnLog(events, session, event)
     assert event.id is not None
-    sink = _Streamed(rt.streams, session.tenant_id, event.id)
+    sink = _Streamed(
+        rt.streams,
+        StreamPiece(
+            session.tenant_id,
+            event.id,
+            "text",
+            channel=session.channel,
+            thread=session.thread_ref,
+            user=event.user,
+            agent=agent,
+            attempt=uuid.uuid4().hex[:12],
+        ),
+    )
     try:
         outcome = run_agent(
             rt.llm,
@@ -256,6 +270,7 @@ def _turn(
             turn_log,
             max_rounds=rt.settings.llm.max_tool_rounds,
             sink=sink,
+            status=sink.status,
         )
     finally:
         sink.end()
@@ -271,14 +286,14 @@ def _turn(
 class _Streamed:
     """The turn's text as the model writes it, published for the frontend (best effort).
 
-    Whether anyone listens is asked once, at the first piece: a turn no frontend watches (a
-    platform that does not stream, a bench) then costs nothing more.
+    Every piece is a copy of ``where`` (the reply's tenant, cause, place and attempt) with its
+    own kind, text and time. Whether anyone listens is asked once, at the first piece: a turn no
+    frontend watches (a platform that does not stream, a bench) then costs nothing more.
     """
 
-    def __init__(self, streams: ReplyStreams, tenant: str, cause: int) -> None:
+    def __init__(self, streams: ReplyStreams, where: StreamPiece) -> None:
         self.streams = streams
-        self.tenant = tenant
-        self.cause = cause
+        self.where = where
         self._heard: bool | None = None
 
     def delta(self, text: str) -> None:
@@ -289,16 +304,20 @@ class _Streamed:
         """What was shown is discarded."""
         self._publish("restart")
 
+    def status(self, text: str) -> None:
+        """What the agent is doing now (a tool runs)."""
+        self._publish("status", text)
+
     def end(self) -> None:
         """The model is done; the reply follows through the outbox."""
         if self._heard:
             self._publish("end")
 
-    def _publish(self, kind: Literal["text", "restart", "end"], text: str = "") -> None:
+    def _publish(self, kind: Kind, text: str = "") -> None:
         if self._heard is None:
-            self._heard = self.streams.listening(self.tenant)
+            self._heard = self.streams.listening(self.where.tenant)
         if self._heard:
-            self.streams.publish(StreamPiece(self.tenant, self.cause, kind, text))
+            self.streams.publish(replace(self.where, kind=kind, text=text, at=time.time()))
 
 
 class _TurnLog:

@@ -240,7 +240,12 @@ def test_direct_messages_are_answered_with_the_assistant_status(http: Harness) -
     (post,) = http.api.posts()
     assert post["channel"] == "D0DM"
     statuses = http.api.workspace.statuses
-    assert statuses == [("D0DM", TS, "is thinking..."), ("D0DM", TS, "")]
+    # While the agent recalls, the status says so (the offline model always recalls first).
+    assert statuses == [
+        ("D0DM", TS, "is thinking..."),
+        ("D0DM", TS, "searching memory..."),
+        ("D0DM", TS, ""),
+    ]
     assert http.api.calls("reactions.add") == []
 
 

@@ -356,6 +356,90 @@ class SlackAPI(BackgroundServer):
             self.workspace.messages.setdefault(channel, []).append(message)
         return {"ok": True, "channel": channel, "ts": message["ts"], "message": message}
 
+    # chat.startStream / appendStream / stopStream: a message whose Markdown grows while it
+    # is "streaming"; chat.update and chat.delete act on any message of the bot.
+
+    def _chat_startStream(self, args: JSON) -> JSON:
+        channel = str(args.get("channel") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if not args.get("thread_ts"):
+            return {"ok": False, "error": "invalid_arguments"}
+        if not channel.startswith("D") and not (
+            args.get("recipient_user_id") and args.get("recipient_team_id")
+        ):
+            # Slack wants to know whom a stream outside a DM answers.
+            return {"ok": False, "error": "invalid_arguments"}
+        text = str(args.get("markdown_text") or "")
+        if len(text) > 12000:
+            return {"ok": False, "error": "msg_too_long"}
+        bot_user, bot_id = args["_bot"]
+        message = {
+            "type": "message",
+            "team": args["_team"],
+            "channel": channel,
+            "user": bot_user,
+            "bot_id": bot_id,
+            "text": text,
+            "ts": self._ts(),
+            "thread_ts": str(args["thread_ts"]),
+            "streaming": True,
+            "markdown": True,
+        }
+        with self._lock:
+            self.workspace.messages.setdefault(channel, []).append(message)
+        return {"ok": True, "channel": channel, "ts": message["ts"]}
+
+    def _chat_appendStream(self, args: JSON) -> JSON:
+        return self._grow(args, stop=False)
+
+    def _chat_stopStream(self, args: JSON) -> JSON:
+        return self._grow(args, stop=True)
+
+    def _grow(self, args: JSON, *, stop: bool) -> JSON:
+        text = str(args.get("markdown_text") or "")
+        if len(text) > 12000:
+            return {"ok": False, "error": "msg_too_long"}
+        with self._lock:
+            message = self._message(args)
+            if message is None:
+                return {"ok": False, "error": "message_not_found"}
+            if not message.get("streaming"):
+                return {"ok": False, "error": "message_not_in_streaming_state"}
+            message["text"] += text
+            if stop:
+                message["streaming"] = False
+        return {"ok": True, "channel": message["channel"], "ts": message["ts"]}
+
+    def _chat_update(self, args: JSON) -> JSON:
+        text = args.get("markdown_text")
+        with self._lock:
+            message = self._message(args)
+            if message is None:
+                return {"ok": False, "error": "message_not_found"}
+            if message.get("streaming"):
+                return {"ok": False, "error": "message_is_streaming"}
+            message["text"] = str(text if text is not None else args.get("text") or "")
+            message["markdown"] = text is not None
+            message["edited"] = int(message.get("edited", 0)) + 1
+        return {"ok": True, "channel": message["channel"], "ts": message["ts"]}
+
+    def _chat_delete(self, args: JSON) -> JSON:
+        with self._lock:
+            message = self._message(args)
+            if message is None:
+                return {"ok": False, "error": "message_not_found"}
+            self.workspace.messages[message["channel"]].remove(message)
+        return {"ok": True, "channel": message["channel"], "ts": message["ts"]}
+
+    def _message(self, args: JSON) -> JSON | None:
+        """The bot's message ``args`` name by channel and ts (the caller holds the lock)."""
+        channel, ts = str(args.get("channel") or ""), str(args.get("ts") or "")
+        for message in self.workspace.messages.get(channel, []):
+            if message["ts"] == ts and message.get("bot_id"):
+                return message
+        return None
+
     def _users_info(self, args: JSON) -> JSON:
         user = str(args.get("user") or "")
         with self._lock:

@@ -17,12 +17,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from cairn.bot.dedupe import Dedupe, claim_or_warn, release_quietly
 from cairn.bot.slack.mrkdwn import split_message, to_mrkdwn
+from cairn.bot.slack.streaming import message_of
 from cairn.bot.slack.workspaces import Workspaces
 from cairn.bot.spool import Spool, SpoolError
+from cairn.bot.streaming import BUSY, Busy, StreamRelay, Throttled
 from cairn.core.errors import first_line
 from cairn.core.settings import Settings
 from cairn.db import Database, is_unavailable
@@ -50,6 +53,8 @@ _PERMANENT = {
     "missing_scope",
 }
 _MAX_ATTEMPTS = 8
+# The outbox kinds that answer a turn, and so end what was streamed of it.
+_STREAMED = ("reply", "error")
 # Outbox rows read per delivery round.
 _BATCH = 100
 # How long a frontend's claim on an outbox message lasts: long enough to post every part of it;
@@ -100,13 +105,16 @@ class Delivery:
         self.interval = 0.1
         self._lock = threading.Lock()
         self._working: dict[int, _Working] = {}
-        self._no_status: set[str] = set()  # channels where setStatus is refused
+        self.no_status: set[str] = set()  # channels where setStatus is refused
         self._posted: dict[int, list[str]] = {}  # outbox id -> ts of the parts posted so far
         self._not_before: dict[int, float] = {}
         self._thread: threading.Thread | None = None
         self.last_round: float = time.monotonic()
         self._outage_said = 0.0  # when a database outage was last logged
         self._journal = journal
+        # Answers as they are written: the relay that streams this frontend's replies, whose
+        # final text edits the streamed messages (set by the frontend; None: no streaming).
+        self.relay: StreamRelay | None = None
         if journal is not None:
             self._recall_posted()
 
@@ -184,19 +192,21 @@ class Delivery:
             log.warning("outbox #%s is for %s, where Cairn is not installed", row.id, row.tenant_id)
             self.outbox.mark_failed(row.id, "not installed in this workspace", give_up=True)
             return False
-        parts = split_message(to_mrkdwn(row.text), self.settings.slack.message_chars)
         done = self._posted.setdefault(row.id, [])
         try:
-            for part in parts[len(done) :]:
-                response = client.chat_postMessage(
-                    channel=row.channel,
-                    thread_ts=row.thread_ref,
-                    text=part,
-                    unfurl_links=False,
-                    unfurl_media=False,
-                )
-                done.append(str(response["ts"]))
-                self._journal_posted(row.id, done[-1])
+            streamed = self._finish_stream(row)
+            if streamed == BUSY:  # the frontend streaming it posts it in a moment
+                self._not_before[row.id] = time.monotonic() + 0.5
+                return False
+            if streamed is not None:
+                done[:] = [message_of(ref).split(":", 1)[1] for ref in streamed]
+            else:
+                self._post_parts(client, row, done)
+        except Throttled as exc:
+            log.info("Slack asks to slow down posting outbox #%s: %s", row.id, exc)
+            self.outbox.mark_failed(row.id, "ratelimited", give_up=False)
+            self._not_before[row.id] = time.monotonic() + exc.seconds
+            return False
         except SlackApiError as exc:
             error = str(exc.response.get("error") or exc)
             give_up = error in _PERMANENT or row.attempts + 1 >= _MAX_ATTEMPTS
@@ -217,7 +227,33 @@ class Delivery:
         for ts in done[1:]:
             self.dedupe.put(part_key(row.tenant_id, f"{row.channel}:{ts}"), first, PART_TTL)
         self._forget(row.id)
+        if self.relay is not None and row.kind in _STREAMED:
+            self.relay.done(row.tenant_id, row.cause_event_id)
         return True
+
+    def _finish_stream(self, row: OutboundMessage) -> list[str] | Busy | None:
+        """Edit the messages ``row``'s reply was streamed into to its final text; None when it
+        was not streamed (post it), BUSY when another frontend streams it right now."""
+        if self.relay is None or row.kind not in _STREAMED:
+            return None
+        return self.relay.final(
+            row.tenant_id, row.cause_event_id, row.channel, row.thread_ref, row.text
+        )
+
+    def _post_parts(self, client: WebClient, row: OutboundMessage, done: list[str]) -> None:
+        """Post the parts of ``row`` not yet posted (``done`` holds their ts), in order."""
+        assert row.id is not None
+        parts = split_message(to_mrkdwn(row.text), self.settings.slack.message_chars)
+        for part in parts[len(done) :]:
+            response = client.chat_postMessage(
+                channel=row.channel,
+                thread_ts=row.thread_ref,
+                text=part,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+            done.append(str(response["ts"]))
+            self._journal_posted(row.id, done[-1])
 
     def _forget(self, outbound_id: int) -> None:
         self._posted.pop(outbound_id, None)
@@ -272,7 +308,7 @@ class Delivery:
         client = self.workspaces.client(item.team)
         if client is None:
             return ""
-        if item.channel not in self._no_status:
+        if item.channel not in self.no_status:
             try:
                 client.assistant_threads_setStatus(
                     channel_id=item.channel, thread_ts=item.thread, status=STATUS_TEXT
@@ -281,7 +317,7 @@ class Delivery:
             except SlackApiError as exc:
                 # Not an assistant thread (or no assistant:write): say it with a reaction.
                 log.debug("no assistant status in %s: %s", item.channel, exc.response.get("error"))
-                self._no_status.add(item.channel)
+                self.no_status.add(item.channel)
             except (SlackClientError, OSError) as exc:
                 log.warning("could not set the assistant status: %s", exc)
         try:

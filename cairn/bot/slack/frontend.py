@@ -29,6 +29,7 @@ from cairn.bot.slack.bolt_app import build_app, register
 from cairn.bot.slack.delivery import Delivery
 from cairn.bot.slack.http_guard import RequestGuard
 from cairn.bot.slack.inbound import Inbound
+from cairn.bot.slack.streaming import SlackWriter
 from cairn.bot.slack.web import web_client
 from cairn.bot.slack.workspaces import (
     BotIdentity,
@@ -38,6 +39,7 @@ from cairn.bot.slack.workspaces import (
     installation_flow,
 )
 from cairn.bot.spool import Spool, spool_folder
+from cairn.bot.streaming import StreamRelay
 from cairn.core.errors import ConfigError
 from cairn.core.settings import Settings
 
@@ -86,6 +88,13 @@ class SlackFrontend:
         self.delivery = Delivery(
             pipeline.rt.db, self.workspaces, self.dedupe, settings, journal=self.posted
         )
+        self.relay: StreamRelay | None = None
+        if settings.slack.stream_mode != "off":
+            writer = SlackWriter(self.workspaces, settings, self.delivery.no_status)
+            self.relay = StreamRelay(
+                pipeline.rt.streams, "slack:", writer, pipeline.rt.db, self.dedupe, prefix=True
+            )
+            self.delivery.relay = self.relay
         self.spool = Spool(spool_folder(settings, "slack"))
         self.inbound = Inbound(pipeline, self.workspaces, self.dedupe, self.delivery, self.spool)
         self.app = build_app(
@@ -116,6 +125,8 @@ class SlackFrontend:
     def run(self, stop: threading.Event) -> None:
         """Serve until ``stop`` is set; Socket Mode reconnects on its own."""
         self.inbound.start(stop)
+        if self.relay is not None:
+            self.relay.start(stop)
         self.delivery.start(stop)
         self._server = create_server(
             self._wsgi,
@@ -151,6 +162,8 @@ class SlackFrontend:
             self.inbound.join(timeout=10)
             self.spool.close()
             self.delivery.join(timeout=10)
+            if self.relay is not None:
+                self.relay.join(timeout=5)
             self.posted.close()
 
     def _stop_http(self, http: threading.Thread) -> None:

@@ -30,19 +30,23 @@ _CONNECTION_ERRORS: list[type[Exception]] = [
 ]
 
 
-def web_client(settings: Settings, token: str | None, *, timeout: int = 30) -> WebClient:
-    """A WebClient for ``token`` (None: no token, as for the OAuth flow) at SLACK_API_URL."""
-    retries = settings.slack.api_retries
+def web_client(
+    settings: Settings, token: str | None, *, timeout: int = 30, wait_on_limits: bool = True
+) -> WebClient:
+    """A WebClient for ``token`` (None: no token, as for the OAuth flow) at SLACK_API_URL.
+
+    ``wait_on_limits=False`` gives a client that raises on a 429 instead of sleeping through
+    it and tries a failed connection once more only: for calls that have something better to
+    do than wait (a streamed answer just shows more at its next update).
+    """
+    retries = settings.slack.api_retries if wait_on_limits else 1
     base_url = settings.slack.api_url
     if not base_url.endswith("/"):
         base_url += "/"
-    return WebClient(
-        token=token,
-        base_url=base_url,
-        timeout=timeout,
-        retry_handlers=[
-            RateLimitErrorRetryHandler(max_retry_count=retries),
-            ConnectionErrorRetryHandler(max_retry_count=retries, error_types=_CONNECTION_ERRORS),
-            ServerErrorRetryHandler(max_retry_count=retries),
-        ],
-    )
+    handlers = [
+        ConnectionErrorRetryHandler(max_retry_count=retries, error_types=_CONNECTION_ERRORS),
+        ServerErrorRetryHandler(max_retry_count=retries),
+    ]
+    if wait_on_limits:
+        handlers.insert(0, RateLimitErrorRetryHandler(max_retry_count=retries))
+    return WebClient(token=token, base_url=base_url, timeout=timeout, retry_handlers=handlers)
