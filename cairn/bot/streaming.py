@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
 
@@ -48,8 +48,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 # How long a frontend's claim on streaming a reply lasts without being refreshed.
-OWNER_TTL = 30.0
-OWNER_REFRESH = 10.0
+OWNER_TTL = 10.0
+OWNER_REFRESH = 3.0
 # A reply streamed and never finished (its worker died and nobody retried) is forgotten after
 # this long without a piece; its final reply, if one comes, still edits the recorded messages.
 IDLE_SECONDS = 900.0
@@ -172,18 +172,22 @@ class StreamRelay:
         dedupe: Dedupe,
         *,
         prefix: bool = False,
+        speaks_for: Callable[[str], bool] | None = None,
         stats: RelayStats | None = None,
     ) -> None:
+        """``speaks_for(agent)`` says whether this frontend posts the replies of ``agent`` (an
+        agent with a bot identity of its own is streamed by its own frontend); None: all."""
         self.streams = streams
         self.tenant = tenant
         self.prefix = prefix
         self.writer = writer
         self.registry = StreamedReplies(db)
         self.dedupe = dedupe
+        self.speaks_for = speaks_for
         self.stats = stats
         self._lock = threading.RLock()
         self._live: dict[int, LiveReply] = {}
-        self._others: dict[int, float] = {}  # replies another frontend streams -> seen when
+        self._others: dict[int, float] = {}  # replies another frontend streams -> when asked
         self._finished: dict[int, float] = {}  # replies already final -> when
         self._subscription: Subscription | None = None
         self._thread: threading.Thread | None = None
@@ -247,10 +251,13 @@ class StreamRelay:
 
     def _adopt(self, piece: StreamPiece) -> LiveReply | None:
         """Start streaming the reply of ``piece`` if no other frontend does; None if not ours."""
-        if piece.cause in self._others or piece.cause in self._finished:
+        if piece.cause in self._finished or piece.kind not in ("text", "status"):
             return None
-        if piece.kind not in ("text", "status"):
+        if self.speaks_for is not None and not self.speaks_for(piece.agent):
             return None
+        asked = self._others.get(piece.cause)
+        if asked is not None and time.monotonic() - asked < OWNER_TTL:
+            return None  # another frontend streams it; ask again once its claim could lapse
         if not claim_or_warn(self.dedupe, self._owner_key(piece.tenant, piece.cause), OWNER_TTL):
             self._others[piece.cause] = time.monotonic()
             return None
@@ -278,9 +285,10 @@ class StreamRelay:
                     live.refreshed = now
                     self._refresh_claim(live)
                 self._flush(live, now)
-            for seen in (self._others, self._finished):
-                for cause in [c for c, t in seen.items() if now - t > IDLE_SECONDS]:
-                    seen.pop(cause, None)
+            for cause in [c for c, t in self._others.items() if now - t > OWNER_TTL]:
+                self._others.pop(cause, None)
+            for cause in [c for c, t in self._finished.items() if now - t > IDLE_SECONDS]:
+                self._finished.pop(cause, None)
 
     # --- showing ---------------------------------------------------------------------------
 

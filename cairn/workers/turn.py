@@ -258,7 +258,7 @@ def _turn(
             channel=session.channel,
             thread=session.thread_ref,
             user=event.user,
-            agent=agent,
+            agent=event.agent,  # as the outbox names it: who posts the reply goes by it
             attempt=uuid.uuid4().hex[:12],
         ),
     )

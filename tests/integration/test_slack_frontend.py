@@ -256,7 +256,8 @@ def test_in_channels_a_reaction_shows_the_bot_is_working_and_goes_away(http: Har
     (removed,) = http.api.calls("reactions.remove")
     assert added.args == {"channel": CHANNEL, "timestamp": TS, "name": "eyes"}
     assert removed.args == added.args
-    assert removed.at >= http.api.calls("chat.postMessage")[0].at
+    shown = [c for c in http.api.calls() if c.method in ("chat.postMessage", "chat.startStream")]
+    assert removed.at >= shown[0].at
 
 
 def test_answers_are_posted_as_slack_mrkdwn(http: Harness) -> None:
@@ -325,7 +326,15 @@ def test_the_bots_own_working_reaction_is_not_feedback(http: Harness) -> None:
 # --- the Web API misbehaving -----------------------------------------------------------------
 
 
-def test_a_429_on_chat_post_message_still_delivers_the_reply_once(http: Harness) -> None:
+@pytest.fixture
+def unstreamed(monkeypatch: pytest.MonkeyPatch):
+    """Replies posted whole (CAIRN_SLACK_STREAM_MODE=off): every answer is a chat.postMessage."""
+    with running_slack(monkeypatch, CAIRN_SLACK_STREAM_MODE="off") as harness:
+        yield harness
+
+
+def test_a_429_on_chat_post_message_still_delivers_the_reply_once(unstreamed: Harness) -> None:
+    http = unstreamed
     http.api.fail("chat.postMessage", status=429, retry_after=1)
     http.deliver(mention("what do you know about deploys?"))
     http.settle()
@@ -335,7 +344,8 @@ def test_a_429_on_chat_post_message_still_delivers_the_reply_once(http: Harness)
     assert attempts[1].at - attempts[0].at >= 1.0  # Retry-After honoured
 
 
-def test_a_dropped_connection_is_retried(http: Harness) -> None:
+def test_a_dropped_connection_is_retried(unstreamed: Harness) -> None:
+    http = unstreamed
     http.api.drop("chat.postMessage")
     http.deliver(mention("what do you know about deploys?"))
     http.settle()

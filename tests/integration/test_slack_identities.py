@@ -68,10 +68,15 @@ def pair(
 
 
 def _posts_by_token(h: Harness) -> list[tuple[str, str, str]]:
-    return [
-        (call.token, str(call.args.get("thread_ts")), str(call.args.get("text")))
-        for call in h.api.calls("chat.postMessage")
-    ]
+    """The bot messages in the workspace, oldest first, as (the token of the identity that
+    posted it, its thread, its final text): posted whole or streamed, whichever it was."""
+    tokens = {user: token for token, (_, user, _) in h.api.tokens.items()}
+    started = {
+        c.token for c in h.api.calls() if c.method in ("chat.postMessage", "chat.startStream")
+    }
+    posts = [(tokens[m["user"]], str(m.get("thread_ts")), str(m["text"])) for m in h.api.posts()]
+    assert {token for token, _, _ in posts} <= started  # each posted with its own token
+    return posts
 
 
 @pytest.mark.parametrize("mentioned_first", [True, False])

@@ -77,7 +77,9 @@ def test_each_installed_workspace_is_answered_with_its_own_token(
             ("T0002", "UT0002BOT"),
             ("T0003", "UT0003BOT"),
         ]
-        tokens = {c.token for c in h.api.calls("chat.postMessage")}
+        tokens = {
+            c.token for c in h.api.calls() if c.method in ("chat.postMessage", "chat.startStream")
+        }
         assert tokens == {"xoxb-T0002", "xoxb-T0003"}
         tenants = {row.tenant_id for row in _messages(h)}
         assert tenants == {"slack:T0002", "slack:T0003"}

@@ -92,7 +92,13 @@ class SlackFrontend:
         if settings.slack.stream_mode != "off":
             writer = SlackWriter(self.workspaces, settings, self.delivery.no_status)
             self.relay = StreamRelay(
-                pipeline.rt.streams, "slack:", writer, pipeline.rt.db, self.dedupe, prefix=True
+                pipeline.rt.streams,
+                "slack:",
+                writer,
+                pipeline.rt.db,
+                self.dedupe,
+                prefix=True,
+                speaks_for=settings.speaks_for,
             )
             self.delivery.relay = self.relay
         self.spool = Spool(spool_folder(settings, "slack"))
