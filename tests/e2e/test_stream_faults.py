@@ -190,3 +190,31 @@ def test_a_frontend_killed_mid_stream_is_finished_by_the_next_one_in_the_same_me
             _stop(first)
             if second is not None:
                 _stop(second)
+
+
+def test_redis_gone_mid_stream_still_ends_in_one_complete_message(
+    tmp_path: Path, private_redis: PrivateRedis, workers_for: Any, slack: SlackAPI
+) -> None:
+    def respond(request: dict[str, Any]) -> Reply:
+        return Reply(body=text_message(ANSWER), delta_delay=0.4)  # ~6 s of writing
+
+    with MessagesServer(api_key="k", responder=respond) as model:
+        env = _setup(tmp_path, private_redis, slack, model)
+        workers_for(env).start()
+        port = _free_port()
+        frontend = _slack_run(env, port, tmp_path / "frontend.log")
+        try:
+            slack.wait_for(lambda: _healthy(port), timeout=60, what="/healthz")
+            thread = Thread(slack, "1700001200.000100")
+            _mention(port, thread.ts)
+            slack.wait_for(lambda: thread.streaming_words() >= 2, timeout=60, what="a stream")
+            private_redis.stop()  # the pieces stop coming; the turn goes on
+            # The reply reaches the outbox through the database, and the frontend edits it
+            # into the streamed message while Redis is still away.
+            slack.wait_for(thread.finished, timeout=90, what="the complete answer")
+            messages = thread.bot_messages()
+            assert [m["text"] for m in messages] == [ANSWER]
+            assert slack.calls("chat.postMessage") == []
+        finally:
+            private_redis.start()
+            _stop(frontend)
