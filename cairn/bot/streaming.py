@@ -189,6 +189,7 @@ class StreamRelay:
         self._live: dict[int, LiveReply] = {}
         self._others: dict[int, float] = {}  # replies another frontend streams -> when asked
         self._finished: dict[int, float] = {}  # replies already final -> when
+        self._channel_at: dict[str, float] = {}  # channel -> when it may be updated again
         self._subscription: Subscription | None = None
         self._thread: threading.Thread | None = None
 
@@ -289,16 +290,25 @@ class StreamRelay:
                 self._others.pop(cause, None)
             for cause in [c for c, t in self._finished.items() if now - t > IDLE_SECONDS]:
                 self._finished.pop(cause, None)
+            for channel in [c for c, t in self._channel_at.items() if t < now]:
+                self._channel_at.pop(channel, None)
 
     # --- showing ---------------------------------------------------------------------------
 
     def _flush(self, live: LiveReply, now: float) -> None:
-        if live.dead or now < live.next_at or not live.text.strip():
+        if live.dead or not live.text.strip():
+            return
+        # The platform's limits are per channel (Slack: about a message a second), so replies
+        # streaming side by side in one channel share its pace; a reply's first message is
+        # not held back (it is the one message a reply would post anyway).
+        paced = self._channel_at.get(live.channel, 0.0) if live.refs else 0.0
+        if now < max(live.next_at, paced):
             return
         try:
             changed = self._show(live, live.text, final=False)
         except Throttled as exc:
             live.next_at = now + exc.seconds
+            self._channel_at[live.channel] = now + exc.seconds
             log.info("the platform asks to slow down: %s", exc)
             return
         except Refused as exc:
@@ -311,6 +321,7 @@ class StreamRelay:
             return
         if changed:
             live.next_at = now + self.writer.interval
+            self._channel_at[live.channel] = now + self.writer.interval / 2
 
     def _show(self, live: LiveReply, text: str, *, final: bool) -> bool:
         """Make the reply's messages show ``text``; returns whether any platform call was
