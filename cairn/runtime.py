@@ -79,7 +79,7 @@ def build_llm(settings: Settings) -> LLM:
         return AnthropicLLM.from_settings(settings)
     from cairn.llm.offline import OfflineLLM
 
-    return OfflineLLM()
+    return OfflineLLM(delay=settings.llm.offline_delay)
 
 
 def build_runtime(settings: Settings, *, migrate: bool = True, index: bool = True) -> Runtime:

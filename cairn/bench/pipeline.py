@@ -25,10 +25,7 @@ CAIRN_EMBEDDINGS and CAIRN_EMBEDDING_ENGINE are taken from the environment; no o
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -41,13 +38,13 @@ import click
 import redis
 from sqlmodel import col, select
 
+from cairn.bench.workers import bench_env, start_workers, stop_workers
 from cairn.bot.pipeline import Pipeline
 from cairn.core.errors import CairnError
-from cairn.core.settings import Settings, load_settings
+from cairn.core.settings import load_settings
 from cairn.core.stats import percentiles
 from cairn.db.models import EventKind, EventStatus, OutboundMessage, SessionEvent
 from cairn.sessions.events import ChatEvent
-from cairn.workers.celery_app import configure_celery
 
 __all__ = ["PipelineFigures", "bench_pipeline", "run_mode"]
 
@@ -78,24 +75,6 @@ class _Run:
     duplicated: int
 
 
-_PASSED_THROUGH = frozenset({"CAIRN_EMBEDDINGS", "CAIRN_EMBEDDING_ENGINE"})
-
-
-def _wait_ready(
-    settings: Settings, procs: list[subprocess.Popen[bytes]], logs: list[Path], timeout: float = 90
-) -> None:
-    """Wait until every worker answers a Celery ping."""
-    control = configure_celery(settings).control
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for proc, log in zip(procs, logs, strict=True):
-            if proc.poll() is not None:
-                raise CairnError(f"a bench worker exited early:\n{log.read_text()[-2000:]}")
-        if len(control.ping(timeout=1.0) or []) >= len(procs):
-            return
-    raise CairnError(f"bench workers did not start:\n{logs[-1].read_text()[-2000:]}")
-
-
 def run_mode(
     *,
     threads: int,
@@ -113,39 +92,19 @@ def run_mode(
     they can, then (when ``rate`` > 0) as many again at ``rate`` messages/s in all, and measure
     how they came back."""
     # The bench's own settings, except which embedding model runs and how (from the caller's).
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("CAIRN_", "ANTHROPIC_")) or k in _PASSED_THROUGH
-    } | {
-        "CAIRN_HOME": str(home),
-        "CAIRN_LLM": "offline",
-        "CAIRN_LOG_LEVEL": "ERROR",
-    }
+    own = {}
     if broker_url:
-        env["CAIRN_BROKER_URL"] = broker_url
+        own["CAIRN_BROKER_URL"] = broker_url
     if database_url:
-        env["CAIRN_DATABASE_URL"] = database_url
+        own["CAIRN_DATABASE_URL"] = database_url
+    env = bench_env(home, own)
     overrides = {k: v for k, v in env.items() if k.startswith("CAIRN_")}
     settings = load_settings(**overrides)
     procs: list[subprocess.Popen[bytes]] = []
-    logs: list[Path] = []
     pipeline = Pipeline.open(settings)
     try:
-        for n in range(workers if broker_url else 0):
-            logs.append(home / f"worker-{n}.log")
-            with logs[-1].open("w") as out:
-                procs.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "cairn", "worker", "-c", "4", "-l", "WARNING"],
-                        env=env,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                    )
-                )
-        if procs:
-            _wait_ready(settings, procs, logs)
+        if broker_url:
+            procs = start_workers(settings, env, home, workers)
         deadline = time.monotonic() + timeout
         load = (threads, messages, senders)
         runs = [_run(pipeline, "flood", *load, rate=0.0, unique=unique, deadline=deadline)]
@@ -162,13 +121,7 @@ def run_mode(
             sustained_per_s=runs[-1].messages_per_s,
         )
     finally:
-        for proc in procs:
-            os.killpg(proc.pid, signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_workers(procs)
         pipeline.close()
 
 

@@ -309,6 +309,10 @@ def show_config(as_json: bool) -> None:
             "cairn.bench.pipeline:pipeline_command",
             "Measure the message path: Redis + Celery workers, and the in-process default.",
         ),
+        "stream": (
+            "cairn.bench.stream:stream_command",
+            "Measure answers as they are written: how soon they show, and at what cost.",
+        ),
         "feedback": (
             "cairn.bench.feedback:feedback_command",
             "Simulate a team reacting to answers; bad memories in the top 5 before and after.",

@@ -113,6 +113,9 @@ class LlmSettings(BaseModel):
     model: str = Field(default="claude-sonnet-4-6", alias="CAIRN_MODEL")
     # Stream answers (the Messages API's SSE), so that people see them as they are written.
     stream: bool = True
+    # Seconds the offline model waits between two word groups it streams (0: all at once), so
+    # that `cairn bench stream` can watch an answer being written without a network.
+    offline_delay: float = Field(default=0.0, ge=0, le=5)
     max_retries: int = Field(default=4, ge=0, le=20)
     timeout: float = Field(default=120.0, gt=0)
     max_output_tokens: int = Field(default=1024, ge=16, le=64000, alias="CAIRN_MAX_OUTPUT_TOKENS")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,19 +87,30 @@ def _intent(text: str) -> _Intent:
 
 
 class OfflineLLM:
-    """A rule-based stand-in for a model; reads ``request.metadata['text']`` for the message."""
+    """A rule-based stand-in for a model; reads ``request.metadata['text']`` for the message.
+
+    ``delay`` is how many seconds it waits between two word groups it streams
+    (CAIRN_LLM_OFFLINE_DELAY; 0, the default, writes them all at once).
+    """
 
     name = "offline"
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
 
     def complete(self, request: LLMRequest, *, sink: TextSink | None = None) -> LLMResponse:
         """Ask for one memory tool, or phrase the tool results into an answer.
 
         With ``sink``, the answer's text goes there first a few words at a time, as a streaming
-        model would write it, so that streaming runs without a network too.
+        model would write it, so that streaming runs without a network too; with a ``delay``,
+        as slowly as a model writes (the first group at once: the delay paces the writing, it
+        is not a time to first token).
         """
         response = self._respond(request)
         if sink is not None:
-            for piece in _word_groups(response.text):
+            for n, piece in enumerate(_word_groups(response.text)):
+                if n and self.delay:
+                    time.sleep(self.delay)
                 sink.delta(piece)
         return response
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -116,3 +117,24 @@ def test_a_tool_call_streams_nothing() -> None:
 
     assert response.tool_uses
     assert sink.deltas == []
+
+
+def test_a_delay_paces_the_word_groups_and_changes_nothing_else() -> None:
+    class Timed(_Collected):
+        def __init__(self) -> None:
+            super().__init__()
+            self.times: list[float] = []
+
+        def delta(self, text: str) -> None:
+            self.times.append(time.monotonic())
+            super().delta(text)
+
+    sink = Timed()
+
+    response = OfflineLLM(delay=0.01).complete(_ask("help"), sink=sink)
+
+    assert response == OfflineLLM().complete(_ask("help"))
+    assert "".join(sink.deltas) == response.text
+    gaps = [b - a for a, b in zip(sink.times, sink.times[1:], strict=False)]
+    assert len(gaps) > 3
+    assert min(gaps) >= 0.009  # each group waits, and a sleep never wakes early
