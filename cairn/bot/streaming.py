@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
 
@@ -173,7 +173,10 @@ class StreamRelay:
         *,
         prefix: bool = False,
         stats: RelayStats | None = None,
+        accepts: Callable[[StreamPiece], bool] | None = None,
     ) -> None:
+        """``accepts`` says which replies this frontend posts (default: all of its tenants'),
+        e.g. only its own agent's where agents have bot identities of their own."""
         self.streams = streams
         self.tenant = tenant
         self.prefix = prefix
@@ -181,6 +184,7 @@ class StreamRelay:
         self.registry = StreamedReplies(db)
         self.dedupe = dedupe
         self.stats = stats
+        self.accepts = accepts
         self._lock = threading.RLock()
         self._live: dict[int, LiveReply] = {}
         self._others: dict[int, float] = {}  # replies another frontend streams -> seen when
@@ -250,6 +254,9 @@ class StreamRelay:
         if piece.cause in self._others or piece.cause in self._finished:
             return None
         if piece.kind not in ("text", "status"):
+            return None
+        if self.accepts is not None and not self.accepts(piece):
+            self._others[piece.cause] = time.monotonic()  # another identity posts it
             return None
         if not claim_or_warn(self.dedupe, self._owner_key(piece.tenant, piece.cause), OWNER_TTL):
             self._others[piece.cause] = time.monotonic()
@@ -411,6 +418,8 @@ class StreamRelay:
             if live is None:
                 refs = self.registry.refs(cause)
                 if not refs:
+                    # Posted whole: a piece still on its way must not open a second message.
+                    self._finished[cause] = time.monotonic()
                     return None
                 owned = claim_or_warn(self.dedupe, self._owner_key(tenant, cause), OWNER_TTL)
                 if not owned:
@@ -419,6 +428,8 @@ class StreamRelay:
                 live.restore(refs)
                 self._live[cause] = live
             if not live.refs:
+                self._live.pop(cause, None)
+                self._finished[cause] = time.monotonic()
                 return None
             live.text = text
             self._show(live, text, final=True)

@@ -172,12 +172,45 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = WAIT_SEC
 
 
 def bot_messages(person: Person, room: str, bot: str) -> list[dict[str, Any]]:
-    """The bot's messages in ``room``, oldest first."""
-    return [
-        e
-        for e in person.timeline(room)
-        if e["type"] == "m.room.message" and e["sender"] == bot and e.get("content")
-    ]
+    """The bot's messages in ``room``, oldest first, as a client shows them: each with its
+    latest edit (answers stream into a message that is edited as they are written)."""
+    return as_shown(
+        [
+            e
+            for e in person.timeline(room)
+            if e["type"] == "m.room.message" and e["sender"] == bot and e.get("content")
+        ]
+    )
+
+
+def edited(content: dict[str, Any]) -> str | None:
+    """The event id ``content`` edits (``m.replace``), if it is an edit with new content."""
+    relation = content.get("m.relates_to") or {}
+    if relation.get("rel_type") == "m.replace" and isinstance(content.get("m.new_content"), dict):
+        return str(relation["event_id"])
+    return None
+
+
+def as_shown(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One sender's ``events`` as a client shows them: an edited message with its latest
+    ``m.new_content`` (keeping its own relation, which an edit cannot change), no edit listed."""
+    latest = {
+        target: e["content"]["m.new_content"]
+        for e in events
+        if (target := edited(e["content"])) is not None
+    }
+    shown = []
+    for event in events:
+        if edited(event["content"]) is not None:
+            continue
+        new = latest.get(event["event_id"])
+        if new is not None:
+            content = dict(new)
+            if "m.relates_to" in event["content"]:
+                content["m.relates_to"] = event["content"]["m.relates_to"]
+            event = {**event, "content": content}
+        shown.append(event)
+    return shown
 
 
 def _notice(event: dict[str, Any]) -> bool:
