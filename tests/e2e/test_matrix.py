@@ -36,7 +36,13 @@ from cairn.bot.matrix.sync_state import StateFile
 from cairn.bot.pipeline import Pipeline
 from cairn.core.errors import CairnError
 from cairn.core.settings import load_settings
-from cairn.db.models import AgentSession, MemoryRow, SessionEvent
+from cairn.db.models import (
+    AgentSession,
+    MemoryRow,
+    OutboundMessage,
+    OutboundStatus,
+    SessionEvent,
+)
 from tests.support.matrix_events import encryption_state, reaction, room_preset, thread_relation
 from tests.support.messages_server import MessagesServer, Reply, text_message
 from tests.support.private_postgres import PrivatePostgres
@@ -293,6 +299,15 @@ class Cairn:
         assert self.pipeline is not None
         with self.pipeline.rt.db.session() as s:
             return list(s.exec(select(model).where(*where)).all())  # type: ignore[call-overload]
+
+    def answered(self, event_id: str) -> bool:
+        """Whether every message answering the person's ``event_id`` is posted: an answer
+        streamed into edited messages is final only then."""
+        events = self.db_rows(SessionEvent, SessionEvent.event_ref == event_id)
+        if not events:
+            return False
+        rows = self.db_rows(OutboundMessage, OutboundMessage.cause_event_id == events[0].id)
+        return bool(rows) and all(r.status != OutboundStatus.PENDING for r in rows)
 
 
 def settings_home() -> Path:

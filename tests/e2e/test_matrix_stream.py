@@ -289,3 +289,22 @@ def test_with_streaming_off_the_answer_is_one_message_never_edited(
     assert _content(original)["formatted_body"] == to_html(ANSWER)
     assert seen.edits == []
     assert reply_row(cairn).message_ref == original.event_id
+
+
+def test_a_frontend_restarted_mid_stream_finishes_the_same_message(
+    cairn: Cairn, alice: E2EPerson, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer = " ".join(STEPS[:8])  # ~600 characters: ~75 pieces over ~4.5 s
+    with slow_model(monkeypatch, answer, DELTA_DELAY):
+        room, question = ask(cairn, alice, encrypted=True)
+        wait_for("the first text", lambda: Seen(alice, room, cairn.id, question).originals)
+        cairn.stop()  # mid-answer: what was streamed is recorded, the rest is not shown yet
+        cairn.start()
+        seen = seen_once(alice, room, cairn.id, question, lambda s: answer in s.bodies())
+        time.sleep(1.5)
+        seen = Seen(alice, room, cairn.id, question)
+
+    (original,) = seen.originals  # the restarted frontend edited it, posted no second one
+    assert _content(original)["body"] != answer
+    assert _content(seen.edits_of(original.event_id)[-1])["m.new_content"]["body"] == answer
+    assert reply_row(cairn).message_ref == original.event_id
