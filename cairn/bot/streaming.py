@@ -430,6 +430,8 @@ class StreamRelay:
             if live is None:
                 refs = self.registry.refs(cause)
                 if not refs:
+                    # Posted whole: a piece still on its way must not open a second message.
+                    self._finished[cause] = time.monotonic()
                     return None
                 owned = claim_or_warn(self.dedupe, self._owner_key(tenant, cause), OWNER_TTL)
                 if not owned:
@@ -438,6 +440,8 @@ class StreamRelay:
                 live.restore(refs)
                 self._live[cause] = live
             if not live.refs:
+                self._live.pop(cause, None)
+                self._finished[cause] = time.monotonic()
                 return None
             live.text = text
             self._show(live, text, final=True)

@@ -203,6 +203,9 @@ class MatrixSettings(BaseModel):
     stream: bool = True
     stream_interval: float = Field(default=1.5, ge=0.05, le=60)
     stream_edits: int = Field(default=20, ge=1, le=500)
+    # UTF-8 bytes of Markdown per message; a longer answer is split (its HTML is a few times
+    # that, and an event must stay under Matrix's 64 KiB).
+    message_bytes: int = Field(default=12_000, ge=1000, le=16_000)
 
     def store_dir(self, home: Path) -> Path:
         """The crypto store folder: CAIRN_MATRIX_STORE, or ``home``/matrix/store."""

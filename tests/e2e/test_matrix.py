@@ -36,7 +36,13 @@ from cairn.bot.matrix.sync_state import StateFile
 from cairn.bot.pipeline import Pipeline
 from cairn.core.errors import CairnError
 from cairn.core.settings import load_settings
-from cairn.db.models import AgentSession, MemoryRow, SessionEvent
+from cairn.db.models import (
+    AgentSession,
+    MemoryRow,
+    OutboundMessage,
+    OutboundStatus,
+    SessionEvent,
+)
 from tests.support.matrix_events import encryption_state, reaction, room_preset, thread_relation
 from tests.support.messages_server import MessagesServer, Reply, text_message
 from tests.support.private_postgres import PrivatePostgres
@@ -172,12 +178,45 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = WAIT_SEC
 
 
 def bot_messages(person: Person, room: str, bot: str) -> list[dict[str, Any]]:
-    """The bot's messages in ``room``, oldest first."""
-    return [
-        e
-        for e in person.timeline(room)
-        if e["type"] == "m.room.message" and e["sender"] == bot and e.get("content")
-    ]
+    """The bot's messages in ``room``, oldest first, as a client shows them: each with its
+    latest edit (answers stream into a message that is edited as they are written)."""
+    return as_shown(
+        [
+            e
+            for e in person.timeline(room)
+            if e["type"] == "m.room.message" and e["sender"] == bot and e.get("content")
+        ]
+    )
+
+
+def edited(content: dict[str, Any]) -> str | None:
+    """The event id ``content`` edits (``m.replace``), if it is an edit with new content."""
+    relation = content.get("m.relates_to") or {}
+    if relation.get("rel_type") == "m.replace" and isinstance(content.get("m.new_content"), dict):
+        return str(relation["event_id"])
+    return None
+
+
+def as_shown(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One sender's ``events`` as a client shows them: an edited message with its latest
+    ``m.new_content`` (keeping its own relation, which an edit cannot change), no edit listed."""
+    latest = {
+        target: e["content"]["m.new_content"]
+        for e in events
+        if (target := edited(e["content"])) is not None
+    }
+    shown = []
+    for event in events:
+        if edited(event["content"]) is not None:
+            continue
+        new = latest.get(event["event_id"])
+        if new is not None:
+            content = dict(new)
+            if "m.relates_to" in event["content"]:
+                content["m.relates_to"] = event["content"]["m.relates_to"]
+            event = {**event, "content": content}
+        shown.append(event)
+    return shown
 
 
 def _notice(event: dict[str, Any]) -> bool:
@@ -260,6 +299,15 @@ class Cairn:
         assert self.pipeline is not None
         with self.pipeline.rt.db.session() as s:
             return list(s.exec(select(model).where(*where)).all())  # type: ignore[call-overload]
+
+    def answered(self, event_id: str) -> bool:
+        """Whether every message answering the person's ``event_id`` is posted: an answer
+        streamed into edited messages is final only then."""
+        events = self.db_rows(SessionEvent, SessionEvent.event_ref == event_id)
+        if not events:
+            return False
+        rows = self.db_rows(OutboundMessage, OutboundMessage.cause_event_id == events[0].id)
+        return bool(rows) and all(r.status != OutboundStatus.PENDING for r in rows)
 
 
 def settings_home() -> Path:

@@ -11,6 +11,7 @@ device. A clear room beside them keeps working, and never hears what the encrypt
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import secrets
@@ -33,6 +34,7 @@ from tests.e2e.test_matrix import (  # noqa: F401 - synapse is the module-scoped
     FACT,
     Cairn,
     Person,
+    as_shown,
     settings_home,
     synapse,
     typing_users,
@@ -97,12 +99,21 @@ def _body(event: Event) -> str:
 
 
 def bot_messages(person: E2EPerson, room: str, bot: str) -> list[Event]:
-    """The bot's messages the person's device has seen in ``room``, decrypted where it could."""
-    return [
+    """The bot's messages the person's device has seen in ``room``, decrypted where it could,
+    as a client shows them: each with its latest edit (answers stream into edited messages)."""
+    events = [
         e
         for e in person.events(room)
         if e.sender == bot and e.source.get("type") == "m.room.message"
     ]
+    shown = as_shown([{**e.source, "event_id": e.event_id} for e in events])
+    by_id = {e.event_id: e for e in events}
+    folded = []
+    for source in shown:
+        event = copy.copy(by_id[source["event_id"]])  # keeps whether it was decrypted
+        event.source = source
+        folded.append(event)
+    return folded
 
 
 def answers_to(person: E2EPerson, room: str, bot: str, root: str) -> list[Event]:

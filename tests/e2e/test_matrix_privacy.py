@@ -31,7 +31,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 def _ask(person: Person, room: str, bot: Cairn, text: str) -> str:
     """``person`` mentions the bot in ``room`` with ``text``; the bot's answers, once there."""
     mention = person.send(room, text, mention=bot.id)
-    answers = wait_for(f"the answer to {text!r}", lambda: answers_to(person, room, bot.id, mention))
+    wait_for(f"the answer to {text!r}", lambda: bot.answered(mention))
+    answers = answers_to(person, room, bot.id, mention)
     return "\n".join(str(e["content"]["body"]) for e in answers)
 
 

@@ -3,7 +3,9 @@ a worker is busy.
 
 Replies are sent with a transaction id per outbox row and part, so the homeserver drops a
 repeated send after a crash between posting and recording it. Replicas of one bot account see
-the same pending rows; a claim in the dedupe store lets only one of them post each row.
+the same pending rows; a claim in the dedupe store lets only one of them post each row. A reply
+that was streamed as it was written (:mod:`cairn.bot.matrix.streaming`) is not posted again:
+its final text is the last edit of the messages it was streamed into.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from nio import AsyncClient, RoomSendResponse
 from cairn.bot.dedupe import Dedupe, claim_or_warn, release_quietly
 from cairn.bot.matrix.account import BotAccount
 from cairn.bot.matrix.records import EventRecords
-from cairn.bot.matrix.render import message_content, split_text
+from cairn.bot.matrix.render import MAX_PART_BYTES, message_content, split_text
 from cairn.bot.matrix.retry import CONNECTION_ERRORS, backoff
+from cairn.bot.streaming import BUSY, Refused, StreamRelay, Throttled
 from cairn.core.errors import first_line
 from cairn.db import is_unavailable
 from cairn.db.models import OutboundMessage
@@ -39,19 +42,33 @@ PERMANENT_SEND_ERRORS = frozenset({"M_FORBIDDEN", "M_NOT_FOUND", "M_BAD_JSON", "
 TYPING_POLL_SECONDS = 0.5
 TYPING_TIMEOUT_MS = 30_000
 TYPING_REFRESH_SECONDS = 20.0
+# The outbox kinds that answer a turn, and so end what was streamed of it.
+STREAMED_KINDS = ("reply", "error")
+# How soon to look again at a reply whose stream another frontend is finishing.
+BUSY_RETRY_SECONDS = 0.5
 
 
 class Delivery:
     """Posts the pending outbox rows of ``account``'s tenant, oldest first."""
 
     def __init__(
-        self, account: BotAccount, outbox: Outbox, records: EventRecords, dedupe: Dedupe
+        self,
+        account: BotAccount,
+        outbox: Outbox,
+        records: EventRecords,
+        dedupe: Dedupe,
+        *,
+        max_bytes: int = MAX_PART_BYTES,
     ) -> None:
         self.account = account
         self.outbox = outbox
         self.records = records
         self.dedupe = dedupe
+        self.max_bytes = max_bytes
         self._retry_at: dict[int, float] = {}  # outbox row -> when to try it again
+        # Answers as they are written: the relay streaming this account's replies, whose
+        # final text edits the streamed messages (set by the frontend; None: no streaming).
+        self.relay: StreamRelay | None = None
 
     async def run(self, client: AsyncClient) -> None:
         """Post what is pending, for ever; a failing homeserver or database is waited out."""
@@ -110,9 +127,13 @@ class Delivery:
                 self.outbox.mark_failed, message.id, "the bot is not in that room", give_up=True
             )
             return False
+        if self.relay is not None and message.kind in STREAMED_KINDS:
+            finished = await self._finish_stream(message)
+            if finished is not None:
+                return finished
         cause = await asyncio.to_thread(self.records.cause, message)
         event_ids: list[str] = []
-        for index, part in enumerate(split_text(message.text)):
+        for index, part in enumerate(split_text(message.text, self.max_bytes)):
             content = message_content(
                 part,
                 notice=message.kind == "notice",
@@ -135,7 +156,48 @@ class Delivery:
             self.outbox.mark_sent, message.id, event_ids[0] if event_ids else None
         )
         self._retry_at.pop(message.id, None)
+        await self._stream_done(message)
         return True
+
+    async def _finish_stream(self, message: OutboundMessage) -> bool | None:
+        """Make the messages ``message`` was streamed into show its final text, and record it
+        as sent; returns whether it is done with, or None when it was not streamed (post it).
+
+        The relay runs in its own thread and hands its Matrix calls back to this loop, so it is
+        waited for in a worker thread, never on the loop."""
+        assert message.id is not None
+        assert self.relay is not None
+        try:
+            refs = await asyncio.to_thread(
+                self.relay.final,
+                message.tenant_id,
+                message.cause_event_id,
+                message.channel,
+                message.thread_ref,
+                message.text,
+            )
+        except Throttled as exc:
+            log.info("the homeserver asks to slow down posting outbox #%s: %s", message.id, exc)
+            self._retry_at[message.id] = time.monotonic() + exc.seconds
+            return False
+        except Refused as exc:
+            await self._failed(message, str(exc), None)
+            return False
+        if refs == BUSY:  # another replica streams it and posts it in a moment
+            self._retry_at[message.id] = time.monotonic() + BUSY_RETRY_SECONDS
+            return False
+        if refs is None:
+            return None
+        # Reactions point at the first message as first sent, never at an edit of it.
+        await asyncio.to_thread(self.outbox.mark_sent, message.id, refs[0])
+        self._retry_at.pop(message.id, None)
+        await self._stream_done(message)
+        return True
+
+    async def _stream_done(self, message: OutboundMessage) -> None:
+        """The final reply is posted: the relay forgets its stream (and shows no late piece)."""
+        if self.relay is not None and message.kind in STREAMED_KINDS:
+            await asyncio.to_thread(self.relay.done, message.tenant_id, message.cause_event_id)
 
     async def _failed(self, message: OutboundMessage, error: str, code: str | None) -> None:
         assert message.id is not None

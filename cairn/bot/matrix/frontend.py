@@ -5,10 +5,12 @@ One asyncio loop (in the thread ``cairn run`` gives each frontend) runs three ta
 (:mod:`~cairn.bot.matrix.sync`), whose callbacks turn invites (:mod:`~cairn.bot.matrix.rooms`),
 messages, reactions and redactions (:mod:`~cairn.bot.matrix.inbound`) into ChatEvents for the
 pipeline; the delivery of the outbox; and the typing notifications of rooms where a worker is
-busy (both :mod:`~cairn.bot.matrix.delivery`). The sync ``since`` token is saved only after
-every event of a batch is stored in the event log, so a crash replays at most one batch and the
-log's unique keys drop the replay; replies are sent with a transaction id per outbox row, so the
-homeserver drops a repeated send after a crash between posting and recording it.
+busy (both :mod:`~cairn.bot.matrix.delivery`). Beside the loop, a thread shows answers as they
+are written (:mod:`~cairn.bot.matrix.streaming`), its calls run on the loop. The sync ``since``
+token is saved only after every event of a batch is stored in the event log, so a crash replays
+at most one batch and the log's unique keys drop the replay; replies are sent with a
+transaction id per outbox row, so the homeserver drops a repeated send after a crash between
+posting and recording it.
 
 Every room is part of one tenant, ``matrix:<the bot's homeserver>``.
 """
@@ -32,10 +34,12 @@ from cairn.bot.matrix.login import Login
 from cairn.bot.matrix.records import EventRecords
 from cairn.bot.matrix.rooms import Rooms
 from cairn.bot.matrix.store import PICKLE_KEY, AccountLock, CryptoStore
+from cairn.bot.matrix.streaming import MatrixWriter
 from cairn.bot.matrix.sync import SYNC_TIMEOUT_MS, Sync
 from cairn.bot.matrix.sync_state import StateFile
 from cairn.bot.matrix.undecrypted import Undecrypted
 from cairn.bot.pipeline import Pipeline
+from cairn.bot.streaming import StreamRelay
 from cairn.core.errors import ConfigError
 from cairn.core.settings import Settings
 from cairn.sessions.outbox import Outbox
@@ -73,7 +77,29 @@ class MatrixFrontend:
         records = EventRecords(pipeline.rt.db, self.tenant)
         self.login = Login(self.account, settings, self.state, self.state_file)
         self.typing = Typing(records)
-        self.delivery = Delivery(self.account, self.outbox, records, self.dedupe)
+        self.delivery = Delivery(
+            self.account,
+            self.outbox,
+            records,
+            self.dedupe,
+            max_bytes=settings.matrix.message_bytes,
+        )
+        self.writer: MatrixWriter | None = None
+        self.relay: StreamRelay | None = None
+        if settings.matrix.stream:
+            self.writer = MatrixWriter(settings, records)
+            # Only the replies this account posts: agents with a Matrix user of their own share
+            # the tenant (and its stream) with the shared identity, as they share the outbox.
+            self.relay = StreamRelay(
+                pipeline.rt.streams,
+                self.tenant,
+                self.writer,
+                pipeline.rt.db,
+                self.dedupe,
+                speaks_for=settings.speaks_for,
+            )
+            self.delivery.relay = self.relay
+        self._relay_stop = threading.Event()
         encryption = settings.matrix.encryption
         self.trust = (
             DeviceTrust(self.account, settings.matrix.trusted, settings.matrix.blocked)
@@ -132,6 +158,7 @@ class MatrixFrontend:
                 with contextlib.suppress(asyncio.CancelledError):
                     await work
             self.sync.connected = False
+            await self._stop_relay()
             await client.close()
 
     def _client(self) -> AsyncClient:
@@ -172,4 +199,20 @@ class MatrixFrontend:
 
     async def _deliver(self, client: AsyncClient) -> None:
         await self.sync.synced.wait()  # rooms are known only after the first sync
+        self._start_relay(client)
         await self.delivery.run(client)
+
+    def _start_relay(self, client: AsyncClient) -> None:
+        """Stream answers from now on, through ``client`` on this loop."""
+        if self.relay is None or self.writer is None or self._relay_stop.is_set():
+            return
+        self.writer.bind(client, asyncio.get_running_loop())
+        self.relay.start(self._relay_stop)
+
+    async def _stop_relay(self) -> None:
+        """Stop the relay while the loop still runs: a call it makes meanwhile completes."""
+        if self.relay is None or self.writer is None:
+            return
+        self._relay_stop.set()
+        await asyncio.to_thread(self.relay.join, 10)
+        self.writer.unbind()

@@ -185,6 +185,8 @@ class Inbound:
             return
         if await asyncio.to_thread(self.records.message_taken, original):
             return  # answered as it was first said
+        if await asyncio.to_thread(self.records.thread_of_bot_message, original) is not None:
+            return  # an answer of another bot identity, edited as it is written
         room_id = str(room.room_id)
         thread = await self._thread_of(room_id, original) or original
         text = str(new.get("body") or "")

@@ -68,13 +68,18 @@ class EventRecords:
 
     def cause(self, message: OutboundMessage) -> Cause:
         """What the outbox ``message`` answers: a person's message, or the reacted-to message."""
-        event = self.log.event(message.cause_event_id)
+        return self.cause_of(message.cause_event_id, message.channel)
+
+    def cause_of(self, event_row: int, room_id: str) -> Cause:
+        """What a bot message in ``room_id`` answering the event logged as ``event_row``
+        replies to, and whom it notifies (a reply streamed before it reaches the outbox)."""
+        event = self.log.event(event_row)
         if event is None:
             return Cause(None, None)
         if event.kind == EventKind.REACTION:
             target = event.data.get("target")
             return Cause(target if isinstance(target, str) else None, event.user or None)
-        prefix = f"{message.channel}:"
+        prefix = f"{room_id}:"
         ref = event.message_ref or ""
         reply_to = ref[len(prefix) :] if ref.startswith(prefix) else event.event_ref
         return Cause(reply_to or None, event.user or None)
