@@ -9,38 +9,32 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import statistics
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
+from cairn.bench.locomo import (
+    _evidence,
+    _scratch_store,
+    _turns,  # noqa: F401 - read from here by the context benchmark
+    default_locomo,
+    store_conversation,
+)
 from cairn.core.errors import InvalidInput
 from cairn.core.settings import MemorySettings
 from cairn.core.stats import percentiles
-from cairn.db import Database
 from cairn.memory.embed import Embedder, build_embedder
-from cairn.memory.index import embedded_index
-from cairn.memory.scope import Scope, Source, Visibility
+from cairn.memory.scope import Scope
 from cairn.memory.store import MemoryStore
 from cairn.memory.terms import terms
 
-__all__ = [
-    "RecallReport",
-    "StoredConversation",
-    "bench_recall",
-    "bench_scale",
-    "run_recall",
-    "run_scale",
-    "store_conversation",
-]
+__all__ = ["RecallReport", "bench_recall", "bench_scale", "run_recall", "run_scale"]
 
 METHODS = ("cairn", "bm25", "dense", "palaia", "pranor")
 _DATE = "%I:%M %p on %d %B, %Y"
@@ -70,46 +64,6 @@ class RecallReport:
             entry["n"] = len(per_k.get(self.ks[0], []))
             methods[method] = entry
         return {"methods": methods, "latency_ms": percentiles(self.latencies_ms)}
-
-
-@contextmanager
-def _scratch_store(
-    embedder: Embedder | None, weights: MemorySettings | None = None
-) -> Iterator[MemoryStore]:
-    with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp:
-        db = Database(f"sqlite:///{tmp}/bench.db")
-        db.migrate()
-        dim = embedder.dim if embedder is not None else None
-        index = embedded_index(Path(tmp) / "qdrant", dim)
-        store = MemoryStore(db, index, embedder=embedder, weights=weights)
-        try:
-            yield store
-        finally:
-            index.close()
-            db.dispose()
-
-
-def _turns(conversation: dict[str, Any]) -> Iterator[tuple[str, str, datetime, str]]:
-    """(dia_id, text, when, session) of every turn; only turns, speakers and dates are read."""
-    sessions = sorted(
-        int(m.group(1))
-        for key in conversation
-        if (m := re.fullmatch(r"session_(\d+)", key)) and isinstance(conversation[key], list)
-    )
-    for n in sessions:
-        start = datetime.strptime(conversation[f"session_{n}_date_time"], _DATE).replace(tzinfo=UTC)
-        for i, turn in enumerate(conversation[f"session_{n}"]):
-            text = f"{turn['speaker']}: {turn['text']}"
-            if turn.get("blip_caption"):
-                text += f" [shares an image: {turn['blip_caption']}]"
-            yield turn["dia_id"], text, start + timedelta(seconds=30 * i), f"session_{n}"
-
-
-def _evidence(item: dict[str, Any]) -> set[str]:
-    found: set[str] = set()
-    for entry in item.get("evidence") or []:
-        found.update(re.findall(r"D\d+:\d+", str(entry)))
-    return found
 
 
 def run_recall(
@@ -142,48 +96,6 @@ def run_recall(
                     dia_of, created, texts, report, top,
                 )  # fmt: skip
     return report
-
-
-@dataclass(frozen=True, slots=True)
-class StoredConversation:
-    """A LoCoMo conversation stored as episodic memories, and its questions of categories 1-4
-    that name evidence (asked a day after its last session)."""
-
-    scope: Scope
-    dia_of: dict[int, str]  # memory id -> the turn's dia_id
-    created: dict[int, datetime]
-    asked_at: datetime
-    questions: list[dict[str, Any]]
-
-
-def store_conversation(store: MemoryStore, path: Path) -> StoredConversation:
-    """Store every turn of the conversation in ``path`` as an episodic memory ("Speaker:
-    text", at its session's date and time) of a tenant of its own; flushes the index."""
-    record = json.loads(path.read_text())
-    conversation = record.get("conversation", record)
-    scope = Scope(f"locomo:{path.stem}", "bench")
-    dia_of: dict[int, str] = {}
-    created: dict[int, datetime] = {}
-    last = datetime.min.replace(tzinfo=UTC)
-    for dia_id, text, when, session in _turns(conversation):
-        written = store.remember(
-            text,
-            scope,
-            kind="episode",
-            visibility=Visibility.TEAM,
-            source=Source(platform="locomo", thread=f"{path.stem}/{session}", message=dia_id),
-            created_at=when,
-            flush=False,
-        )
-        dia_of[written.memory.id] = dia_id
-        created[written.memory.id] = when
-        last = max(last, when)
-    store.flush_outbox()
-    store.optimize_index()
-    questions = [
-        q for q in record.get("qa", []) if q.get("category") in (1, 2, 3, 4) and _evidence(q)
-    ]
-    return StoredConversation(scope, dia_of, created, last + timedelta(days=1), questions)
 
 
 def _texts(store: MemoryStore, scope: Scope) -> dict[int, str]:
@@ -246,12 +158,6 @@ def _pranor(
             hours = max(0.0, (asked_at - created[mid]).total_seconds() / 3600)
             scores[mid] = matches / (1.0 + hours)
     return sorted(scores, key=lambda mid: (-scores[mid], mid))
-
-
-def default_locomo() -> Path:
-    """../shared/data/locomo beside the repository root (how CI lays it out)."""
-    root = Path(__file__).resolve().parents[2]
-    return root.parent / "shared" / "data" / "locomo"
 
 
 @click.command("recall")

@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cairn.bench.memory import _evidence, _scratch_store, store_conversation
+from cairn.bench.locomo import _evidence, _scratch_store, store_conversation
 from cairn.core.errors import InvalidInput
 from cairn.core.settings import MemorySettings
 from cairn.memory.embed import Embedder

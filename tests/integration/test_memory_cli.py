@@ -136,6 +136,34 @@ def test_bench_recall_prints_every_method_side_by_side(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_bench_recall_cv_scores_each_conversation_with_weights_chosen_on_the_others(
+    tmp_path: Path,
+) -> None:
+    data = _locomo(tmp_path / "locomo")
+    (data / "twin.json").write_text((data / "tiny.json").read_text())
+    code, out = _run("bench", "recall", "--data", str(data), "--k", "1,2", "--cv", "--json")
+    assert code == 0, out
+    cv = json.loads(out)["cv"]
+    for label in ("defaults", "in_sample", "held_out"):
+        figures = cv[label]
+        assert figures["n"] == 6  # three questions of categories 1-4 in each file
+        assert 0 <= figures["recall@1"] <= figures["recall@2"] <= 1
+        assert set(figures["by_category"]) == {"multi-hop", "open-domain", "single-hop"}
+        assert figures["by_category"]["multi-hop"]["n"] == 2
+    assert [fold["held_out"] for fold in cv["folds"]] == ["tiny", "twin"]
+    assert all(fold["chosen"] in cv["grid"] for fold in cv["folds"])
+    assert cv["in_sample"]["chosen"] in cv["grid"]
+    assert len(cv["grid"]) > 1
+
+
+def test_bench_recall_cv_needs_two_conversations(tmp_path: Path) -> None:
+    data = _locomo(tmp_path / "locomo")
+    code, out = _run("bench", "recall", "--data", str(data), "--cv", "--json")
+    assert code != 0
+    assert "--cv needs at least two LoCoMo conversation files" in out
+
+
+@pytest.mark.slow
 def test_bench_scale_reports_latency_and_throughput() -> None:
     code, out = _run("bench", "scale", "--memories", "300", "--queries", "5", "--json")
     assert code == 0
