@@ -454,7 +454,16 @@ def test_a_memory_from_one_public_room_is_recalled_in_another_room_of_the_homese
         where=lambda e: "remembered" in e["content"]["body"],
     )
     question = bob.send(second, "Are deploys frozen?", mention=cairn.id)
-    answer = wait_for_answer("the answer in the other room", bob, second, cairn.id, question)
+    # The answer streams: read it once it is whole.
+    wait_for("the whole answer", lambda: cairn.answered(question))
+    answer = wait_for_answer(
+        "the answer in the other room",
+        bob,
+        second,
+        cairn.id,
+        question,
+        where=lambda e: FACT in e["content"]["body"],
+    )
     assert FACT in answer["content"]["body"]
     assert {s.tenant_id for s in cairn.db_rows(AgentSession)} == {"matrix:localhost"}
 
