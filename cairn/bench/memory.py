@@ -22,7 +22,6 @@ import click
 from cairn.bench.locomo import (
     _evidence,
     _scratch_store,
-    _turns,  # noqa: F401 - read from here by the context benchmark
     default_locomo,
     store_conversation,
 )
@@ -37,6 +36,7 @@ from cairn.memory.terms import terms
 __all__ = ["RecallReport", "bench_recall", "bench_scale", "run_recall", "run_scale"]
 
 METHODS = ("cairn", "bm25", "dense", "palaia", "pranor")
+PLOT_KS = 20  # --plot draws recall@k for k = 1..PLOT_KS
 _DATE = "%I:%M %p on %d %B, %Y"
 
 
@@ -176,7 +176,9 @@ def _pranor(
     "grid point).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench_recall(data: Path | None, ks: str, cv: bool, as_json: bool) -> None:
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also draw recall@k for k = 1..20, every method, into this PNG.")  # fmt: skip
+def bench_recall(data: Path | None, ks: str, cv: bool, as_json: bool, plot: Path | None) -> None:
     """Recall@k of cairn's memory and four baselines on LoCoMo conversations.
 
     \b
@@ -193,26 +195,35 @@ def bench_recall(data: Path | None, ks: str, cv: bool, as_json: bool) -> None:
     LoCoMo category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop).
     \b
     Example:
-      cairn bench recall --data ../shared/data/locomo --k 5,10 --json
+      cairn bench recall --data ../shared/data/locomo --k 5,10 --json --plot recall.png
       cairn bench recall --cv
     """
+    from cairn.bench.plots import plot_recall, require_plotting
     from cairn.commands.common import cli_errors, load_settings
 
     with cli_errors():
         settings = load_settings()
         cutoffs = _parse_ks(ks)
+        if plot is not None:
+            require_plotting()
+        curve = tuple(range(1, PLOT_KS + 1)) if plot is not None else ()
         folder = data or default_locomo()
         if not folder.is_dir():
             raise InvalidInput(f"no LoCoMo data at {folder}; pass --data DIR")
         embedder = build_embedder(settings.memory.embeddings, settings.memory.embedding_engine)
         report = run_recall(
             folder,
-            cutoffs,
+            tuple(sorted({*cutoffs, *curve})),
             embedder,
             settings.memory,
             progress=None if as_json else lambda line: click.echo(line, err=True),
         )
         result = report.as_dict()
+        if plot is not None:
+            plot_recall(plot, result["methods"], curve)
+        for row in result["methods"].values():  # what --k asked for; the curve is the figure's
+            for k in set(curve) - set(cutoffs):
+                del row[f"recall@{k}"]
         if cv:
             from cairn.bench.recall_cv import run_cross_validation
 

@@ -48,7 +48,7 @@ from cairn.llm.types import (
 if TYPE_CHECKING:
     from cairn.core.settings import Settings
 
-__all__ = ["DEFAULT_BASE_URL", "LONGEST_RETRY_AFTER", "AnthropicLLM"]
+__all__ = ["DEFAULT_BASE_URL", "LONGEST_RETRY_AFTER", "AnthropicLLM", "prompt_body"]
 
 log = logging.getLogger(__name__)
 
@@ -183,16 +183,14 @@ class AnthropicLLM:
         return response
 
     def _send(self, request: LLMRequest, model: str, sink: TextSink | None) -> APIMessage:
-        system = _system(request)
-        messages = [_message(m) for m in request.messages]
-        tools = _tools(request.tools)
+        body = prompt_body(request)
         metadata = _metadata(request.metadata)
         params: dict[str, Any] = {
             "model": model,
             "max_tokens": request.max_tokens,
-            "system": system or omit,
-            "messages": messages,
-            "tools": tools or omit,
+            "system": body["system"] or omit,
+            "messages": body["messages"],
+            "tools": body["tools"] or omit,
             "metadata": metadata or omit,
         }
         if self.stream and sink is not None:
@@ -324,6 +322,21 @@ def _backoff(retry: int) -> float:
     return min(0.5 * 2.0**retry, 8.0) * (1 - 0.25 * random.random())
 
 
+def prompt_body(request: LLMRequest) -> dict[str, Any]:
+    """The prompt part of the Messages API request for ``request``: ``tools``, ``system`` and
+    ``messages`` (the order in which the API reads them as one prefix), with the cache
+    breakpoints (``cache_control``) where this adapter puts them. What is sent, and what
+    ``cairn bench context`` prices.
+    """
+    # The third breakpoint, at the end of the messages: the next request that starts with the
+    # same messages (the next round of a tool loop, or the next turn of an append-only
+    # transcript) reads them from the cache; the API looks for it up to 20 blocks before the
+    # next request's breakpoint, so a transcript that grew by a turn still hits.
+    last = len(request.messages) - 1
+    messages = [_message(m, cached=i == last) for i, m in enumerate(request.messages)]
+    return {"tools": _tools(request.tools), "system": _system(request), "messages": messages}
+
+
 def _system(request: LLMRequest) -> list[TextBlockParam]:
     """The system prompt as blocks: the stable prefix, cached, then the per-turn context."""
     blocks: list[TextBlockParam] = []
@@ -350,8 +363,10 @@ def _metadata(metadata: Mapping[str, str]) -> MetadataParam:
     return {"user_id": metadata["user_id"]} if "user_id" in metadata else {}
 
 
-def _message(message: Message) -> MessageParam:
+def _message(message: Message, *, cached: bool = False) -> MessageParam:
     content = [_block(b) for b in message.content]
+    if cached and content:
+        content[-1]["cache_control"] = _CACHED  # type: ignore[typeddict-unknown-key]
     if message.role == "user":
         return {"role": "user", "content": content}
     return {"role": "assistant", "content": content}

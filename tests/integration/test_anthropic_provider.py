@@ -96,8 +96,14 @@ def test_text_answer_round_trips(server: MessagesServer) -> None:
     assert sent.path == "/v1/messages"
     assert sent.body["model"] == MODEL
     assert sent.body["max_tokens"] == 321
+    # The end of the messages is the last cache breakpoint (ADR 0028).
     assert sent.body["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "hi there"}]}
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "hi there", "cache_control": {"type": "ephemeral"}}
+            ],
+        }
     ]
     assert "stream" not in sent.body
     assert "tools" not in sent.body
@@ -183,6 +189,7 @@ def test_tool_results_are_sent_back_as_tool_result_blocks(server: MessagesServer
                     "tool_use_id": "toolu_2",
                     "content": "disk full",
                     "is_error": True,
+                    "cache_control": {"type": "ephemeral"},  # the end of the messages
                 },
             ],
         },

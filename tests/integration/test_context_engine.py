@@ -281,7 +281,7 @@ def test_the_benchmark_prints_both_modes_in_the_documented_shape() -> None:
     for mode in figures.values():
         assert set(mode) == {
             "budget", "max_prompt_tokens", "budget_exceeded", "tokens_at",
-            "constraints_retained", "lookback_present", "compile_ms",
+            "constraints_retained", "lookback_present", "compile_ms", "cost",
         }  # fmt: skip
         assert set(mode["tokens_at"]) == {"50", "100", "300"}
         assert set(mode["compile_ms"]) == {"p50", "p95"}

@@ -1,0 +1,246 @@
+"""What a sequence of prompts costs as Anthropic bills it, prompt caching included.
+
+The Messages API reads a request as one prefix (tools, then system, then messages) cut into
+content blocks. A block carrying ``cache_control`` is a breakpoint: the prefix up to and
+including it is written to the cache (1.25x the input price for the 5-minute cache) when it
+is at least the model's minimum cacheable length, and a later request whose prefix is identical
+up to a block boundary at most 20 blocks before one of its breakpoints reads it from the cache
+(0.1x). Each read refreshes the entry's five minutes. What comes after the last breakpoint, or
+is not cached, is billed at the input price. :class:`PromptCache` replays those rules over the
+request bodies the real adapter builds (:func:`cairn.llm.anthropic.prompt_body`), with Cairn's
+token estimator standing in for the model's tokenizer; docs/adr/0028 records the rules and
+the prices used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cairn.core.tokens import count_tokens
+from cairn.llm.anthropic import prompt_body
+from cairn.llm.types import LLMRequest, Message, ToolSpec
+from cairn.memory.context.relevance import cached_tokens
+
+__all__ = [
+    "CACHE_LIFETIME",
+    "LOOKBACK_BLOCKS",
+    "Block",
+    "CacheUsage",
+    "CostLedger",
+    "Prices",
+    "PromptCache",
+    "minimum_cacheable",
+    "request_blocks",
+]
+
+CACHE_LIFETIME = 300.0
+"""Seconds a cache entry lives after it was last written or read (the default 5-minute cache)."""
+
+LOOKBACK_BLOCKS = 20
+"""How many block boundaries before a breakpoint the API checks for an earlier cached prefix."""
+
+_MESSAGE_OVERHEAD = 4  # tokens the API spends framing each message (as the compiler counts)
+
+# Minimum cacheable prefix by model-name prefix, most specific first (Anthropic's prompt-caching
+# documentation; a shorter marked prefix is simply not cached).
+_MINIMUMS = (
+    ("claude-opus-4-5", 4096),
+    ("claude-opus-4-6", 4096),
+    ("claude-haiku-4-5", 4096),
+    ("claude-sonnet-4-6", 2048),
+    ("claude-haiku-3", 2048),
+    ("claude-3-haiku", 2048),
+    ("claude-3-5-haiku", 2048),
+)
+
+
+def minimum_cacheable(model: str) -> int:
+    """The shortest prefix (tokens) the API caches for ``model``; 1024 unless listed."""
+    return next((n for prefix, n in _MINIMUMS if model.startswith(prefix)), 1024)
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One content block of a request's prefix: its tokens, its content's digest, and whether
+    it carries a cache breakpoint."""
+
+    tokens: int
+    digest: str
+    breakpoint: bool = False
+
+
+def _block(payload: dict[str, Any], extra: int = 0) -> Block:
+    marked = "cache_control" in payload
+    content = {k: v for k, v in payload.items() if k != "cache_control"}
+    text = json.dumps(content, sort_keys=True, ensure_ascii=False)
+    # Text blocks are priced by their text, tool blocks by their whole definition.
+    digest = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    if payload.get("type") != "text":
+        return Block(count_tokens(text) + extra, digest, marked)
+    # A message merges consecutive turns with blank lines between them: counted part by part
+    # (each part's count is cached), as a transcript grows by one part a turn.
+    parts = payload["text"].split("\n\n")
+    tokens = sum(cached_tokens(part) for part in parts) + 2 * (len(parts) - 1)
+    return Block(tokens + extra, digest, marked)
+
+
+def request_blocks(
+    system: str,
+    context: str,
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec] = (),
+) -> list[Block]:
+    """The blocks of the request the Anthropic adapter would send for this prompt, in API order
+    (tools, system, messages), with its breakpoints."""
+    body = prompt_body(
+        LLMRequest(system=system, context=context, messages=tuple(messages), tools=tuple(tools))
+    )
+    blocks = [_block(tool) for tool in body["tools"]]
+    blocks += [_block(part) for part in body["system"]]
+    for message in body["messages"]:
+        for i, part in enumerate(message["content"]):
+            blocks.append(_block(part, _MESSAGE_OVERHEAD if i == 0 else 0))
+    return blocks
+
+
+@dataclass(frozen=True, slots=True)
+class CacheUsage:
+    """Input tokens of one request as the API reports them, and the output tokens."""
+
+    cache_read: int = 0
+    cache_write: int = 0
+    uncached: int = 0
+    output: int = 0
+
+    @property
+    def input_tokens(self) -> int:
+        """All the input tokens, however billed."""
+        return self.cache_read + self.cache_write + self.uncached
+
+
+class PromptCache:
+    """Anthropic's prefix cache for one workspace and model, replayed request by request."""
+
+    def __init__(
+        self,
+        minimum: int = 1024,
+        *,
+        lifetime: float = CACHE_LIFETIME,
+        lookback: int = LOOKBACK_BLOCKS,
+    ) -> None:
+        self.minimum = minimum
+        self.lifetime = lifetime
+        self.lookback = lookback
+        self._expires: dict[str, float] = {}  # prefix digest -> when it lapses
+
+    def send(self, blocks: Sequence[Block], at: float, output: int = 0) -> CacheUsage:
+        """Bill a request of ``blocks`` sent at ``at`` (seconds), updating the cache."""
+        prefixes: list[str] = []
+        ends: list[int] = []
+        running, total = hashlib.blake2b(digest_size=16), 0
+        for block in blocks:
+            running.update(block.digest.encode())
+            prefixes.append(running.hexdigest())
+            total += block.tokens
+            ends.append(total)
+        live = {p for p, until in self._expires.items() if until > at}
+        marks = [i for i, b in enumerate(blocks) if b.breakpoint]
+        hit = -1
+        for mark in marks:
+            for j in range(mark, max(-1, mark - self.lookback), -1):
+                if prefixes[j] in live:
+                    hit = max(hit, j)
+                    break
+        read = ends[hit] if hit >= 0 else 0
+        if hit >= 0:
+            self._expires[prefixes[hit]] = at + self.lifetime
+        written_to = hit
+        for mark in marks:
+            if ends[mark] < self.minimum:
+                continue
+            self._expires[prefixes[mark]] = at + self.lifetime
+            written_to = max(written_to, mark)
+        write = ends[written_to] - read if written_to > hit else 0
+        # Forget what has lapsed, so a long replay keeps a small table.
+        if len(self._expires) > 4096:
+            self._expires = {p: t for p, t in self._expires.items() if t > at}
+        return CacheUsage(read, write, total - read - write, output)
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """USD per million tokens: input, output, cache read, cache write (5-minute cache)."""
+
+    model: str
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+
+    @classmethod
+    def of(cls, model: str, table: dict[str, list[float]]) -> Prices:
+        """The prices of ``model`` in ``table`` (``llm_prices``: exact name, else the longest
+        matching prefix). Raises KeyError when the model has none."""
+        price = table.get(model)
+        if price is None:
+            names = sorted((n for n in table if model.startswith(n)), key=len, reverse=True)
+            if not names:
+                raise KeyError(f"no price for model {model!r} in llm_prices")
+            price = table[names[0]]
+        return cls(model, *price[:4])
+
+    def usd(self, usage: CacheUsage) -> float:
+        """What ``usage`` costs."""
+        return (
+            usage.uncached * self.input
+            + usage.output * self.output
+            + usage.cache_read * self.cache_read
+            + usage.cache_write * self.cache_write
+        ) / 1_000_000
+
+
+@dataclass(slots=True)
+class CostLedger:
+    """Per-turn usage and cost of one mode over a run."""
+
+    prices: Prices
+    turns: list[CacheUsage] = field(default_factory=list)
+    usd: list[float] = field(default_factory=list)
+
+    def add(self, usage: CacheUsage) -> None:
+        """Record one turn."""
+        self.turns.append(usage)
+        self.usd.append(self.prices.usd(usage))
+
+    def extend(self, other: Iterable[CacheUsage]) -> None:
+        """Record several turns."""
+        for usage in other:
+            self.add(usage)
+
+    def as_json(self, at: Sequence[int] = ()) -> dict[str, Any]:
+        """Totals, the cost per 100 turns, and the turns numbered in ``at`` (1-based)."""
+        n = len(self.turns)
+        sums = {
+            key: sum(getattr(u, key) for u in self.turns)
+            for key in ("cache_read", "cache_write", "uncached", "output")
+        }
+        return {
+            "turns": n,
+            "tokens": sums,
+            "usd_total": round(sum(self.usd), 6),
+            "usd_per_100_turns": round(sum(self.usd) / n * 100, 6) if n else 0.0,
+            "at": {
+                str(t): {
+                    "cache_read": self.turns[t - 1].cache_read,
+                    "cache_write": self.turns[t - 1].cache_write,
+                    "uncached": self.turns[t - 1].uncached,
+                    "usd": round(self.usd[t - 1], 6),
+                }
+                for t in at
+                if 0 < t <= n
+            },
+        }

@@ -1,0 +1,121 @@
+"""`cairn bench context --locomo` and `--plot`: the replay's shape, and the figures as PNGs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cairn.cli import main
+
+FACTS = [
+    ("Ann", "I adopted a puppy and named him Rex after my grandfather."),
+    ("Bob", "I started taking cello lessons with a strict teacher called Mrs Pell."),
+    ("Ann", "My sister Clara is moving to Lisbon for a marine biology job."),
+]
+QUESTIONS = [
+    ("What is the name of Ann's puppy?", ["D1:1"], 4),
+    ("Who teaches Bob the cello?", ["D1:2"], 4),
+    ("Where is Clara moving, and why?", ["D1:3"], 1),
+]
+
+
+def _conversation(folder: Path) -> Path:
+    """One conversation: three facts first, then enough chatter to push them out of a small
+    budget's transcript."""
+    folder.mkdir()
+    conversation: dict[str, object] = {"speaker_a": "Ann", "speaker_b": "Bob"}
+    turns = [{"speaker": who, "dia_id": f"D1:{i}", "text": text}
+             for i, (who, text) in enumerate(FACTS, 1)]  # fmt: skip
+    conversation["session_1_date_time"] = "1:56 pm on 8 May, 2023"
+    conversation["session_1"] = turns
+    for n in range(2, 7):
+        conversation[f"session_{n}_date_time"] = f"10:00 am on {n + 10} June, 2023"
+        conversation[f"session_{n}"] = [
+            {
+                "speaker": "Ann" if i % 2 else "Bob",
+                "dia_id": f"D{n}:{i}",
+                "text": f"On walk {n}-{i} we talked about the weather, the allotment, the new "
+                f"bakery on Elm street number {n * 100 + i} and whether the bus will be late "
+                "again next week, and nothing much else happened that day.",
+            }
+            for i in range(1, 21)
+        ]
+    qa = [{"question": q, "evidence": e, "category": c, "answer": "-"} for q, e, c in QUESTIONS]
+    (folder / "tiny.json").write_text(json.dumps({"conversation": conversation, "qa": qa}))
+    return folder
+
+
+@pytest.mark.slow
+def test_the_locomo_replay_prints_every_mode_per_budget(tmp_path: Path) -> None:
+    data = _conversation(tmp_path / "locomo")
+    result = CliRunner().invoke(
+        main,
+        ["bench", "context", "--locomo", str(data), "--budget", "4000,8000", "--json",
+         "--questions", "3"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout)
+    assert (figures["conversations"], figures["turns"], figures["questions"]) == (1, 103, 3)
+    assert set(figures["budgets"]) == {"4000", "8000"}
+    for row in figures["budgets"].values():
+        for mode in ("engine", "classic", "recall"):
+            assert 0.0 <= row[mode] <= 1.0
+        for mode in ("engine", "classic"):
+            cost = row["cost"][mode]
+            assert cost["turns"] == 103
+            assert cost["usd_per_100_turns"] > 0
+    small = figures["budgets"]["4000"]
+    # The facts were said 100 turns ago: out of a 4,000-token transcript, recalled by the
+    # engine from memory.
+    assert small["classic"] == 0.0
+    assert small["engine"] >= small["classic"]
+    assert small["recall"] > 0.0
+
+
+@pytest.mark.slow
+def test_plot_writes_a_png_of_the_thread(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "context.png"
+    result = CliRunner().invoke(
+        main, ["bench", "context", "--turns", "60", "--json", "--plot", str(png)]
+    )
+    assert result.exit_code == 0, result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads(result.output)["engine"]["cost"]["turns"] == 60
+
+
+def test_plot_without_matplotlib_says_how_to_install_it(tmp_path: Path) -> None:
+    # matplotlib hidden from a fresh interpreter, as on an install without the plot extra.
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['matplotlib'] = None\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hide), *sys.path])}
+    env["CAIRN_HOME"] = str(tmp_path / "home")
+    done = subprocess.run(
+        [sys.executable, "-m", "cairn", "bench", "context", "--turns", "50",
+         "--plot", str(tmp_path / "x.png")],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "pip install 'cairn-bot[plot]'" in done.stdout + done.stderr
+    assert not (tmp_path / "x.png").exists()
+
+
+@pytest.mark.slow
+def test_recall_plot_draws_k_up_to_20_and_prints_what_k_asked(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    data = _conversation(tmp_path / "locomo")
+    png = tmp_path / "recall.png"
+    result = CliRunner().invoke(
+        main, ["bench", "recall", "--data", str(data), "--k", "5", "--json", "--plot", str(png)]
+    )
+    assert result.exit_code == 0, result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    methods = json.loads(result.output)["methods"]
+    assert set(methods["cairn"]) == {"recall@5", "n"}
