@@ -321,6 +321,10 @@ def show_config(as_json: bool) -> None:
             "cairn.bench.poisoning:poisoning_command",
             "Tell the bot attack texts and honest facts; count what it kept as trusted memory.",
         ),
+        "updates": (
+            "cairn.bench.updates:updates_command",
+            "Facts that change: current value recalled first, past value when asked by date.",
+        ),
     },
 )
 def bench() -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from cairn.memory.terms import terms
 
-__all__ = ["SUPERSEDING_KINDS", "Claim", "claim_of", "same_subject"]
+__all__ = ["SUPERSEDING_KINDS", "Claim", "asks_about", "claim_of", "same_subject"]
 
 # The kinds whose memories assert a current state of things. Episodes (turns of a
 # conversation) are records of what was said, and patterns and mistakes are lessons: none of
@@ -79,14 +79,17 @@ _POLICY_VALUES = frozenset(
 _OWNER_WORDS = frozenset({"owner", "ownership", "own", "owned", "owns"})
 _RELATION_WORDS = {
     "version": frozenset({"version", "release", "current", "latest", "running"}),
-    "when": frozenset({"date", "day", "time", "schedule", "scheduled", "start", "starting"}),
-    "end": frozenset({"end", "ending", "date", "day", "time"}),
+    # "the code freeze" is "the freeze"
+    "when": frozenset({"date", "day", "time", "schedule", "start", "starting", "code"}),
+    "end": frozenset({"end", "ending", "date", "day", "time", "code"}),
     "where": frozenset({"host", "hostname", "server", "address", "location", "url", "endpoint"}),
 }
 # Spellings of one word, after stemming: "the payments DB" is "the payments database".
 _SYNONYMS = {"db": "database", "oncall": "call", "prod": "production"}
 # Nouns that say nothing about which thing: "the payments service" is "payments".
-_FILLER = frozenset({"service", "app", "application", "system", "current", "new", "currently"})
+_FILLER = frozenset(
+    {"service", "app", "application", "system", "current", "new", "currently", "policy"}
+)
 _WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()  # noqa: SIM905
 _MONTHS = (  # noqa: SIM905
     "january february march april may june july august september october november december "
@@ -98,6 +101,20 @@ _DATE_WORDS = frozenset(
 _DATE_FILLER = frozenset(
     "on at the of next this from until by in utc am pm st nd rd th".split()  # noqa: SIM905
 )
+
+# Words of a question that ask for a relation's value (as terms: folded and stemmed).
+_HINTS = {
+    relation: frozenset(terms(words))
+    for relation, words in {
+        "owner": "own owns owned owner owners ownership responsible maintains maintainer",
+        "version": "version versions release releases running runs run deployed",
+        "where": "where host hosted server live lives living database runs machine",
+        "when": "when day date start starts starting begin begins planned scheduled",
+        "end": "when day date end ends ending until",
+        "requires": "require requires required need needs needed take takes approval approvals",
+        "limit": "limit limits limited cap capped max maximum",
+    }.items()
+}
 
 # --- patterns ------------------------------------------------------------------------------
 
@@ -133,6 +150,12 @@ _INVERTED = re.compile(r"^(?P<v>.+?) (?:is|are) (?P<x>(?:the|our) .+)$", re.I)
 _CHANGED = re.compile(
     rf"^(?P<x>.+?) (?:was |were |has been |have been |is being |got |is |are )?"
     rf"(?:{_CHANGE_VERBS})(?: back)? (?:to|at|for) (?P<v>.+)$",
+    re.I,
+)
+# "We upgraded payments to v2.4": who did it is not what changed.
+_DONE_TO = re.compile(
+    rf"^(?:we|they|i|someone|ops|sre)(?: have| just| finally)? (?:{_CHANGE_VERBS}) "
+    rf"(?P<x>.+?) (?:back )?(?:to|for) (?P<v>.+)$",
     re.I,
 )
 _STARTS = re.compile(
@@ -209,6 +232,20 @@ def same_subject(a: Claim, b: Claim) -> bool:
     return a.subject == b.subject
 
 
+def asks_about(subject: str, asked: frozenset[str] | set[str]) -> bool:
+    """Whether a query whose terms are ``asked`` names the thing of ``subject``: every term of
+    the thing, and a word of its relation ("who owns payments?" for ``owner:payment``, "what
+    version is payments running?" for ``version:payment``). Recall prefers such facts: they
+    answer exactly what is asked, where a remark that merely mentions the thing does not."""
+    relation, _, thing = subject.partition(":")
+    named = thing.split()
+    asked = {_SYNONYMS.get(t, t) for t in asked}
+    if not named or not asked.issuperset(named):
+        return False
+    hints = _HINTS.get(relation)
+    return hints is None or bool(hints & asked)
+
+
 # --- reading -------------------------------------------------------------------------------
 
 
@@ -234,7 +271,7 @@ def _one_sentence(text: str) -> str | None:
 
 
 def _owner(sentence: str) -> Claim | None:
-    m = _OWNER_PASSIVE.match(sentence)
+    m = _OWNER_PASSIVE.match(_NOW.sub("", sentence))
     if m is not None:
         return _made("owner", m["x"], m["v"], name_value=True)
     m = _OWNER_ACTIVE.match(_NOW.sub("", sentence))
@@ -260,7 +297,8 @@ def _inverted(sentence: str) -> Claim | None:
 
 
 def _changed(sentence: str) -> Claim | None:
-    m = _CHANGED.match(_NOW.sub("", sentence))
+    sentence = _NOW.sub("", sentence)
+    m = _DONE_TO.match(sentence) or _CHANGED.match(sentence)
     if m is None:
         return None
     value = m["v"]
@@ -365,10 +403,12 @@ def _made(
         return None
     if policy and len(value.split()) > 5:
         return None
-    if generic and not (_has_attribute(x) or _concrete(value)):
-        return None  # "the API is slow": a description, which a newer one need not replace
+    if generic and not _concrete(value):
+        # "the API is slow", "the on-call is reachable on the pager": a description, which a
+        # newer one need not replace.
+        return None
     subject_terms = _subject_terms(x)
-    if relation == "is" and subject_terms & _OWNER_WORDS:
+    if relation in ("is", "where") and subject_terms & _OWNER_WORDS:
         relation = "owner"
     if relation == "owner":
         subject_terms -= _OWNER_WORDS
@@ -476,7 +516,8 @@ def _concrete(value: str) -> bool:
         any(w[:1].isupper() for w in words if w.casefold() not in {"the", "our"})
         or any(ch.isdigit() for ch in value)
         or bool(words and words[0].casefold() in _NUMBER_WORDS)
-        or value[:1] in "\"'`"
+        or value[:1] in "\"'`@"
+        or low.startswith(("the ", "our "))
         or low in _POLICY_VALUES
         or low.removeprefix("not ") in _POLICY_VALUES
         or _is_host(value)

@@ -21,6 +21,7 @@ from cairn.core.logs import Throttle
 from cairn.core.settings import MemorySettings
 from cairn.db import Database
 from cairn.db.models import MemoryRow, utcnow
+from cairn.memory.claims import asks_about
 from cairn.memory.embed import Embedder
 from cairn.memory.index import IndexUnavailable, VectorIndex
 from cairn.memory.periods import Period, mentioned_periods, without_dates
@@ -173,9 +174,11 @@ class Recall:
         # latency of recall, and weighting nudges rather than reorders wholesale. A dated query
         # reads them all, since the date may lift one from far down the list.
         best = max(4 * k, 20)
-        ids = sorted(fused, key=lambda mid: -fused[mid])
         now = now or utcnow()
         with self.db.engine.connect() as conn:
+            if w.weight_subject > 0:
+                fused = self._about(conn, scope, fused, search, 1.0 + w.weight_subject)
+            ids = sorted(fused, key=lambda mid: -fused[mid])
             rows = {
                 r.id: r
                 for r in conn.execute(
@@ -220,6 +223,30 @@ class Recall:
                 for mid in ranked
             ]
 
+    def _about(
+        self, conn: Connection, scope: Scope, fused: dict[int, float], query: str, boost: float
+    ) -> dict[int, float]:
+        """``fused`` with the facts whose subject ``query`` names (see
+        :func:`~cairn.memory.claims.asks_about`) multiplied by ``boost``.
+
+        All candidates are looked at, before the cut to the best few, so that the fact that
+        answers the question is not lost below remarks that share more words with it; only ids
+        and subjects are read (no text), and memories without a subject are not returned.
+        """
+        asked = frozenset(terms(query))
+        if not asked:
+            return fused
+        named = {
+            mid
+            for mid, subject in conn.execute(
+                self._statement(scope, "subjects"), {"ids": list(fused)}
+            )
+            if asks_about(subject, asked)
+        }
+        if not named:
+            return fused
+        return {mid: score * boost if mid in named else score for mid, score in fused.items()}
+
     def _changes(
         self, conn: Connection, scope: Scope, found: Sequence[Any]
     ) -> tuple[dict[int, Memory], dict[int, Memory]]:
@@ -261,7 +288,8 @@ class Recall:
         """The (cached) select of whole memory rows recall runs for ``scope``.
 
         ``rows`` takes ``ids``; ``near`` takes ``ids`` and ``threads`` and keeps episodic turns
-        of those threads. Building a statement costs more than running it, so each is built
+        of those threads; ``subjects`` takes ``ids`` and selects only ids and subjects of
+        facts. Building a statement costs more than running it, so each is built
         once per tenant and agent, with the ids as parameters.
         """
         key = (*scope.reader, which)  # all that visible_to reads of the scope
@@ -277,7 +305,11 @@ class Recall:
                     col(MemoryRow.source_thread).in_(bindparam("threads", expanding=True)),
                     col(MemoryRow.kind) == "episode",
                 ]
-            statement = sa_select(MemoryRow.__table__).where(*conditions)  # type: ignore[attr-defined]
+            if which == "subjects":
+                conditions.append(col(MemoryRow.subject) != "")
+                statement = sa_select(col(MemoryRow.id), col(MemoryRow.subject)).where(*conditions)
+            else:
+                statement = sa_select(MemoryRow.__table__).where(*conditions)  # type: ignore[attr-defined]
             self._remember_statement(key, statement)
         return statement
 
