@@ -207,6 +207,7 @@ _NOT_A_VALUE = frozenset(
     """that because when if why how a an very too so really quite still also being going
     to not no never just about like more less getting done""".split()  # noqa: SIM905
 )
+_PREPOSITIONS = frozenset({"for", "in", "on", "at", "by", "to", "with", "from", "into", "as"})
 _VERBISH = re.compile(r"\b(?:is|are|was|were|will|would|should|can|has|have|had)\b", re.I)
 
 
@@ -466,6 +467,13 @@ def _value(value: str) -> str | None:
     if lowered[0] in _NOT_A_VALUE and " ".join(lowered[:2]) not in {"not allowed", "no longer"}:
         return None
     if lowered[0] in _PRONOUNS and lowered[0] not in {"one", "all"}:
+        return None
+    predicate = lowered[0].endswith(("ed", "ing")) or (
+        len(lowered) > 1 and lowered[1] in _PREPOSITIONS
+    )
+    if words[0].islower() and predicate and lowered[0] not in _POLICY_VALUES:
+        # "logs are kept for 90 days", then "logs are kept in S3": a predicate, whose object
+        # may be of another thing (how long, where); not a value.
         return None
     if _VERBISH.search(value) or "," in value:
         return None

@@ -151,6 +151,8 @@ def test_different_things_are_different_subjects(a: str, b: str) -> None:
         "The payments dashboard is slow in the mornings",
         "Payments uses Stripe",
         "The on-call was Alice",
+        "The payments logs are kept in S3",
+        "Payments logs are now kept for 90 days",
     ],
 )
 def test_what_is_not_a_value_of_a_thing_makes_no_claim(text: str) -> None:
