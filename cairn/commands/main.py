@@ -323,7 +323,7 @@ def show_config(as_json: bool) -> None:
         ),
         "updates": (
             "cairn.bench.updates:updates_command",
-            "Facts that change: current value recalled first, past value when asked by date.",
+            "Facts that change: is the current value recalled first, and the past one when asked?",
         ),
     },
 )
