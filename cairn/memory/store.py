@@ -246,7 +246,10 @@ class MemoryStore:
                 s.add(MemoryOutbox(memory_id=row.id, op="upsert"))
                 ended: tuple[Memory, ...] = ()
                 if claim is not None:
-                    ids = supersede(s, row, claim, self.judge)
+                    # An untrusted author or a planted instruction could otherwise retire true
+                    # facts by stating new values: theirs replace nothing until confirmed.
+                    doubtful = source.untrusted or flagged
+                    ids = supersede(s, row, claim, self.judge, replaces=not doubtful)
                     s.flush()
                     ended = tuple(Memory.from_row(r) for r in _rows(s, ids))
                 created = Memory.from_row(row)
@@ -397,7 +400,10 @@ class MemoryStore:
         disputes: int = 0,
         confirmed: bool | None = None,
     ) -> None:
-        """Move a memory's scores by the given amounts (feedback from people)."""
+        """Move a memory's scores by the given amounts (feedback from people).
+
+        Confirming a doubtful fact (untrusted or flagged) lets it replace the older values it
+        would have replaced when it was written (see :mod:`cairn.memory.supersession`)."""
         values: dict[str, Any] = {
             "validity": MemoryRow.validity + validity,
             "usefulness": MemoryRow.usefulness + usefulness,
@@ -408,6 +414,18 @@ class MemoryStore:
             values["confirmed"] = confirmed
         with self.db.session() as s:
             s.exec(update(MemoryRow).where(col(MemoryRow.id) == memory_id).values(**values))
+            if confirmed and self.weights.supersede:
+                self._confirmed(s, memory_id)
+
+    def _confirmed(self, s: Session, memory_id: int) -> None:
+        """A confirmed current fact replaces what it would have replaced when it was written
+        (a doubtful one replaced nothing then)."""
+        row = s.get(MemoryRow, memory_id)
+        if row is None or not row.subject or row.retracted or row.valid_until is not None:
+            return
+        claim = claim_of(row.text, row.kind)
+        if claim is not None and claim.subject == row.subject:
+            supersede(s, row, claim, self.judge)
 
     def restore(self, memory_id: int, scope: Scope, *, by: str, admin: bool = False) -> Memory:
         """Undo the retraction of a memory visible in ``scope``: only the person who retracted

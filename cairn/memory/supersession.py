@@ -36,13 +36,21 @@ Judge = Callable[[str, str], bool | None]
 _HISTORY = 500
 
 
-def supersede(s: Session, row: MemoryRow, claim: Claim, judge: Judge | None = None) -> list[int]:
+def supersede(
+    s: Session,
+    row: MemoryRow,
+    claim: Claim,
+    judge: Judge | None = None,
+    *,
+    replaces: bool = True,
+) -> list[int]:
     """Apply ``row``'s ``claim`` to the other memories of its subject and partition, in ``s``.
 
     Every older memory still current at ``row.created_at`` with another value ends then,
-    replaced by ``row``; and when a newer memory with another value exists already (an import
-    of older facts, a restore), ``row`` itself ends when that one began. Returns the ids of
-    the memories ended.
+    replaced by ``row`` (unless not ``replaces``: a doubtful memory ends nothing until a person
+    confirms it); and when a newer memory with another value exists already (an import of
+    older facts, a restore), ``row`` itself ends when that one began. Returns the ids of the
+    memories ended.
     """
     assert row.id is not None
     ended: list[int] = []
@@ -53,8 +61,10 @@ def supersede(s: Session, row: MemoryRow, claim: Claim, judge: Judge | None = No
         if value is None or value == claim.value:
             continue  # the same value restated: both stay current
         if _before(other, row):
-            if (other.valid_until is None or other.valid_until > at) and _agreed(
-                judge, other.text, row.text
+            if (
+                replaces
+                and (other.valid_until is None or other.valid_until > at)
+                and _agreed(judge, other.text, row.text)
             ):
                 other.valid_until, other.superseded_by = at, row.id
                 s.add(other)

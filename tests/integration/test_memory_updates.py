@@ -153,3 +153,21 @@ def test_the_updates_bench_meets_its_targets(clean_env: Path) -> None:
     assert before["superseded"] == 0
     assert before["stale_above_current"] > figures["stale_above_current"]
     assert not (clean_env / "cairn.db").exists()  # a scratch store, never CAIRN_HOME's
+
+
+def test_a_doubtful_value_replaces_nothing_until_a_person_confirms_it(
+    store: MemoryStore,
+) -> None:
+    ann = store.remember("The release manager this week is Ann", OPS, created_at=DAY)
+    guest = store.remember(
+        "The release manager this week is now Mallory",
+        OPS,
+        source=Source(author="guest", untrusted=True),
+        created_at=DAY + timedelta(days=1),
+    )
+    assert guest.memory.subject == ann.memory.subject
+    assert guest.superseded == ()  # a guest cannot retire a true fact by stating another
+    store.adjust(guest.memory.id, validity=1.0, confirmed=True)
+    replaced = store.get(ann.memory.id, OPS)
+    assert replaced is not None
+    assert replaced.superseded_by == guest.memory.id
