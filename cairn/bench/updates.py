@@ -449,7 +449,9 @@ def updates_command(facts: int, seed: int, baseline: bool, as_json: bool) -> Non
     database hosts, freeze dates and policies of many services, each changing one to three
     times on distinct days, with facts about other things mixed in (a fifth as many). Each is
     written in time order through the memory store into a scratch store, phrased in one of
-    several ways. Then, a day after the last one, recall (top 5) is asked about each thing:
+    several ways the rule of cairn/memory/claims reads. Then, a day after the last one,
+    recall (top 5) is asked about each thing, in other words than the facts but naming it
+    (its service, and on-call, owner, version...):
     \b
       current_top1         share of questions about the current value ("who is on call for
                            payments?") whose top memory states the current value
