@@ -34,7 +34,7 @@ __all__ = ["CATEGORIES", "GRID", "CrossValidation", "run_cross_validation"]
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
-# The weights recall is tuned by, and the values tried (ADR 0029 says why these).
+# The weights recall is tuned by, and the values tried (ADR 0030 says why these).
 GRID: tuple[dict[str, float], ...] = tuple(
     {"weight_context": context, "weight_lexical": lexical, "weight_dense": round(1 - lexical, 2)}
     for context, lexical in itertools.product((0.3, 0.5, 0.7, 0.9), (0.5, 0.6, 0.7))

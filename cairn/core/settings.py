@@ -298,6 +298,14 @@ class MemorySettings(BaseModel):
     weight_untrusted: float = Field(default=0.6, ge=0, le=1)
     # The factor on the rank of an unconfirmed memory that reads like an instruction.
     weight_flagged: float = Field(default=0.5, ge=0, le=1)
+    # The factor on the rank of a fact a newer value replaced (or, for a question about a past
+    # date, of one that did not hold then); see cairn/memory/supersession.
+    weight_superseded: float = Field(default=0.25, ge=0, le=1)
+    # Boost for a fact whose subject the query names ("who owns payments?" for "Alice owns
+    # payments"; see cairn/memory/claims.asks_about).
+    weight_subject: float = Field(default=1.0, ge=0)
+    # Off: newer values of a fact no longer end older ones (what Cairn did before issue 20).
+    supersede: bool = True
     weight_warm: float = Field(default=0.9, ge=0, le=1)
     weight_cold: float = Field(default=0.75, ge=0, le=1)
     half_life_days: float = Field(default=30.0, gt=0)

@@ -246,6 +246,8 @@ class MemoryRow(SQLModel, table=True):
         # seen) and at the newest retracted memories: both by index, not by tenant scan.
         Index("ix_memory_hash", "tenant_id", "content_hash", "retracted"),
         Index("ix_memory_retracted", "tenant_id", "retracted", "id"),
+        # A fact's earlier values are found by what they are about, within the partition.
+        Index("ix_memory_subject", "tenant_id", "scope_key", "subject"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -291,6 +293,11 @@ class MemoryRow(SQLModel, table=True):
     )
     retracted_by: str = Field(default="", max_length=USER_CHARS)
     retraction_reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    # What a fact gives a value for ("is:call payment", see cairn.memory.claims); "" for none.
+    subject: str = Field(default="", max_length=200)
+    # When a newer value of the same subject replaced this one (kept for audit and "as of").
+    valid_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    superseded_by: int | None = Field(default=None)  # the memory that replaced it
 
 
 class MemoryOutbox(SQLModel, table=True):

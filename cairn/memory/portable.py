@@ -28,6 +28,7 @@ from cairn.core.errors import InvalidInput, StorageError, first_line
 from cairn.core.progress import ProgressCallback
 from cairn.db import Database, ensure_tenant
 from cairn.db.models import TENANT_CHARS, MemoryOutbox, MemoryRow
+from cairn.memory.claims import claim_of
 from cairn.memory.index.port import FIRST_INDEXABLE_ID
 from cairn.memory.records import checked_memory, content_hash
 from cairn.memory.scope import WORKSPACE, Scope, Visibility
@@ -35,7 +36,7 @@ from cairn.memory.tiers import TIERS
 
 __all__ = ["ImportReport", "Rejected", "checked_tenant", "export_memories", "import_memories"]
 
-_DATES = ("created_at", "updated_at", "last_recalled_at", "retracted_at")
+_DATES = ("created_at", "updated_at", "last_recalled_at", "retracted_at", "valid_until")
 FORMAT = "cairn.memory/1"
 # The range of the integer columns on PostgreSQL, and so the one limit everywhere.
 _INT_MAX = 2**31 - 1
@@ -225,6 +226,10 @@ def _row(line: str, tenant: str | None, *, move: bool, allow_other_tenants: bool
             )
     row.scope_key = _scope_key(row)
     row.content_hash = content_hash(row.text)
+    # What a fact is about is read from its text, as a chat write reads it; its end of
+    # validity and replacement are history, kept as recorded.
+    claim = claim_of(row.text, row.kind)
+    row.subject = claim.subject if claim is not None else ""
     return row
 
 
@@ -249,6 +254,10 @@ def _check_fields(row: MemoryRow) -> None:
         raise InvalidInput("a team memory has no owner agent (agent must be null)")
     if row.tier not in TIERS:
         raise InvalidInput(f"unknown tier {row.tier!r}; use one of {', '.join(TIERS)}")
+    if row.superseded_by is not None and not FIRST_INDEXABLE_ID <= row.superseded_by <= _INT_MAX:
+        raise InvalidInput(
+            f"superseded_by {row.superseded_by} is not between {FIRST_INDEXABLE_ID} and {_INT_MAX}"
+        )
     for name in _COUNTS:
         if not 0 <= getattr(row, name) <= _INT_MAX:
             raise InvalidInput(f"{name} {getattr(row, name)} is not between 0 and {_INT_MAX}")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, or_, update
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, func, or_, update
 from sqlalchemy import select as sa_select
 from sqlmodel import col
 
@@ -21,12 +21,14 @@ from cairn.core.logs import Throttle
 from cairn.core.settings import MemorySettings
 from cairn.db import Database
 from cairn.db.models import MemoryRow, utcnow
+from cairn.memory.claims import asks_about
 from cairn.memory.embed import Embedder
 from cairn.memory.index import IndexUnavailable, VectorIndex
 from cairn.memory.periods import Period, mentioned_periods, without_dates
 from cairn.memory.ranking import Standing, fuse, fuse_scores, modifier, neighbours_boost
 from cairn.memory.records import Memory, visible_to
 from cairn.memory.scope import Scope
+from cairn.memory.supersession import as_of, stale, valid_at
 from cairn.memory.terms import terms
 
 __all__ = ["Candidates", "Recall", "Recalled"]
@@ -49,10 +51,17 @@ class Candidates:
 
 @dataclass(frozen=True, slots=True)
 class Recalled:
-    """A memory found by recall, with its relevance score (higher is better)."""
+    """A memory found by recall, with its relevance score (higher is better).
+
+    ``replaced_by`` is the memory that replaced a superseded one; ``replaced`` the one a
+    current memory replaced (see :mod:`cairn.memory.supersession`), so that an answer can say
+    what changed and when.
+    """
 
     memory: Memory
     score: float
+    replaced_by: Memory | None = None
+    replaced: Memory | None = None
 
 
 class Recall:
@@ -134,15 +143,18 @@ class Recall:
         """The memories in ``scope`` most relevant to ``query``, best first, never retracted.
 
         Lexical and dense candidates are fused (see :mod:`cairn.memory.ranking`); memories
-        written within a date the query names ("on 9 November, 2022") are preferred; episodic
-        turns borrow relevance from the turns around them in the conversation; and the result
-        is weighted by recency, validity, usefulness, disputes, tier and scope. ``touch``
+        written within a date the query names ("on 9 November, 2022") are preferred, and so are
+        facts that held then; episodic turns borrow relevance from the turns around them in the
+        conversation; and the result is weighted by recency, validity, usefulness, disputes,
+        tier, scope and supersession (a fact a newer value replaced ranks lower, unless the
+        query asks about a time it held). ``touch``
         counts the recall on the returned memories; ``now`` is the clock for recency;
         ``vector`` is the query's embedding when the caller has it already.
         """
         k = k or self.default_k
         w = self.weights
         periods = mentioned_periods(query) if w.weight_period > 0 else ()
+        instants = as_of(periods)
         pool = max(w.candidates, 4 * k)
         # A date the query names becomes a period; the rest of the query is what to look for.
         search = (without_dates(query) or query) if periods else query
@@ -162,9 +174,11 @@ class Recall:
         # latency of recall, and weighting nudges rather than reorders wholesale. A dated query
         # reads them all, since the date may lift one from far down the list.
         best = max(4 * k, 20)
-        ids = sorted(fused, key=lambda mid: -fused[mid])
         now = now or utcnow()
         with self.db.engine.connect() as conn:
+            if w.weight_subject > 0:
+                fused = self._about(conn, scope, fused, search, 1.0 + w.weight_subject)
+            ids = sorted(fused, key=lambda mid: -fused[mid])
             rows = {
                 r.id: r
                 for r in conn.execute(
@@ -173,7 +187,9 @@ class Recall:
             }
             if periods:
                 fused = {
-                    mid: score * (1.0 + w.weight_period) if _within(rows[mid], periods) else score
+                    mid: score * (1.0 + w.weight_period)
+                    if _within(rows[mid], periods, instants)
+                    else score
                     for mid, score in fused.items()
                     if mid in rows
                 }
@@ -184,7 +200,7 @@ class Recall:
                 neighbours = self._neighbours(conn, scope, rows, w.context_turns)
                 scores = neighbours_boost(fused, neighbours, w.weight_context)
             weighted = {
-                mid: scores[mid] * modifier(w, _standing(row, scope), now)
+                mid: scores[mid] * modifier(w, _standing(row, scope, instants), now)
                 for mid, row in rows.items()
                 if mid in scores
             }
@@ -196,13 +212,84 @@ class Recall:
                     .values(recall_count=MemoryRow.recall_count + 1, last_recalled_at=now)
                 )
                 conn.commit()
-            return [Recalled(Memory.from_row(rows[mid]), weighted[mid]) for mid in ranked]
+            after, before = self._changes(conn, scope, [rows[mid] for mid in ranked])
+            return [
+                Recalled(
+                    Memory.from_row(rows[mid]),
+                    weighted[mid],
+                    replaced_by=after.get(mid),
+                    replaced=before.get(mid),
+                )
+                for mid in ranked
+            ]
+
+    def _about(
+        self, conn: Connection, scope: Scope, fused: dict[int, float], query: str, boost: float
+    ) -> dict[int, float]:
+        """``fused`` with the facts whose subject ``query`` names (see
+        :func:`~cairn.memory.claims.asks_about`) multiplied by ``boost``.
+
+        All candidates are looked at, before the cut to the best few, so that the fact that
+        answers the question is not lost below remarks that share more words with it; only ids
+        and subjects are read (no text), and memories without a subject are not returned.
+        """
+        asked = frozenset(terms(query))
+        if not asked:
+            return fused
+        named = {
+            mid
+            for mid, subject in conn.execute(
+                self._statement(scope, "subjects"), {"ids": list(fused)}
+            )
+            if asks_about(subject, asked)
+        }
+        if not named:
+            return fused
+        return {mid: score * boost if mid in named else score for mid, score in fused.items()}
+
+    def _changes(
+        self, conn: Connection, scope: Scope, found: Sequence[Any]
+    ) -> tuple[dict[int, Memory], dict[int, Memory]]:
+        """For recalled facts in a change: the memory that replaced each superseded one, and
+        the newest one each current one replaced (by id of the recalled memory). Memories
+        without a subject (every episode) cost nothing here."""
+        facts = [r for r in found if r.subject]
+        if not facts:
+            return {}, {}
+        successors = {r.superseded_by for r in facts if r.superseded_by is not None}
+        current = [r.id for r in facts if r.valid_until is None]
+        table = MemoryRow.__table__  # type: ignore[attr-defined]
+        conditions = [visible_to(scope), col(MemoryRow.retracted).is_(False)]
+        near: list[ColumnElement[bool]] = []
+        if successors:
+            near.append(col(MemoryRow.id).in_(sorted(successors)))
+        if current:
+            near.append(
+                and_(
+                    col(MemoryRow.scope_key).in_(sorted({r.scope_key for r in facts})),
+                    col(MemoryRow.subject).in_(sorted({r.subject for r in facts})),
+                    col(MemoryRow.superseded_by).in_(current),
+                )
+            )
+        if not near:
+            return {}, {}
+        rows = conn.execute(sa_select(table).where(*conditions, or_(*near))).all()
+        by_id = {r.id: r for r in rows}
+        after = {
+            r.id: Memory.from_row(by_id[r.superseded_by]) for r in facts if r.superseded_by in by_id
+        }
+        before: dict[int, Memory] = {}
+        for r in sorted(rows, key=lambda r: (r.created_at, r.id)):
+            if r.superseded_by in current:  # the newest one it replaced wins
+                before[r.superseded_by] = Memory.from_row(r)
+        return after, before
 
     def _statement(self, scope: Scope, which: str) -> Any:
         """The (cached) select of whole memory rows recall runs for ``scope``.
 
         ``rows`` takes ``ids``; ``near`` takes ``ids`` and ``threads`` and keeps episodic turns
-        of those threads. Building a statement costs more than running it, so each is built
+        of those threads; ``subjects`` takes ``ids`` and selects only ids and subjects of
+        facts. Building a statement costs more than running it, so each is built
         once per tenant and agent, with the ids as parameters.
         """
         key = (*scope.reader, which)  # all that visible_to reads of the scope
@@ -218,7 +305,11 @@ class Recall:
                     col(MemoryRow.source_thread).in_(bindparam("threads", expanding=True)),
                     col(MemoryRow.kind) == "episode",
                 ]
-            statement = sa_select(MemoryRow.__table__).where(*conditions)  # type: ignore[attr-defined]
+            if which == "subjects":
+                conditions.append(col(MemoryRow.subject) != "")
+                statement = sa_select(col(MemoryRow.id), col(MemoryRow.subject)).where(*conditions)
+            else:
+                statement = sa_select(MemoryRow.__table__).where(*conditions)  # type: ignore[attr-defined]
             self._remember_statement(key, statement)
         return statement
 
@@ -309,11 +400,15 @@ def _merged(*lists: list[tuple[int, float]]) -> list[tuple[int, float]]:
     return sorted(best.items(), key=lambda pair: -pair[1])
 
 
-def _within(row: Any, periods: Sequence[Period]) -> bool:
+def _within(row: Any, periods: Sequence[Period], instants: Sequence[datetime]) -> bool:
+    """Whether ``row`` belongs to the time a query names: written within it, or, for a fact
+    (a memory with a subject), holding then, however long before it was written."""
+    if row.subject and instants:
+        return any(valid_at(row, when) for when in instants)
     return any(row.created_at in period for period in periods)
 
 
-def _standing(row: MemoryRow | Any, scope: Scope) -> Standing:
+def _standing(row: MemoryRow | Any, scope: Scope, instants: Sequence[datetime] = ()) -> Standing:
     created, recalled = row.created_at, row.last_recalled_at
     touched = recalled if recalled is not None and recalled > created else created
     same_place = bool(
@@ -329,4 +424,5 @@ def _standing(row: MemoryRow | Any, scope: Scope) -> Standing:
         same_place=same_place,
         untrusted=row.untrusted and not row.confirmed,
         flagged=row.flagged and not row.confirmed,
+        stale=stale(row, instants),
     )

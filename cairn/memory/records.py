@@ -67,6 +67,9 @@ class Memory:
     private_to: str | None = None
     retracted_by: str = ""
     retracted_at: datetime | None = None
+    subject: str = ""  # what a fact gives a value for (cairn.memory.claims); "" for none
+    valid_until: datetime | None = None  # replaced then by a newer value (superseded_by)
+    superseded_by: int | None = None
 
     @classmethod
     def from_row(cls, row: MemoryRow | Row[Any]) -> Memory:
@@ -97,6 +100,9 @@ class Memory:
             private_to=row.private_to,
             retracted_by=row.retracted_by,
             retracted_at=row.retracted_at,
+            subject=row.subject,
+            valid_until=row.valid_until,
+            superseded_by=row.superseded_by,
         )
 
 
@@ -104,6 +110,8 @@ def memory_status(memory: Memory) -> str:
     """A memory's standing in a few words, as people and the model are shown it."""
     if memory.retracted:
         return "retracted"
+    if memory.valid_until is not None:
+        return f"superseded on {memory.valid_until.date().isoformat()}"
     if memory.confirmed:
         return "confirmed"
     if memory.flagged:

@@ -17,19 +17,21 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from cairn.core.errors import Forbidden, NotFound
 from cairn.core.injection import instruction_reason
 from cairn.core.settings import MemorySettings
 from cairn.db import Database, ensure_tenant
 from cairn.db.models import MemoryAudit, MemoryOutbox, MemoryRow, utcnow
+from cairn.memory.claims import claim_of
 from cairn.memory.embed import Embedder
 from cairn.memory.index import IndexUnavailable, VectorIndex
 from cairn.memory.index_outbox import IndexOutbox
 from cairn.memory.recall import Recall
 from cairn.memory.records import Memory, checked_memory, content_hash, visible_to
 from cairn.memory.scope import Scope, Source, Visibility
+from cairn.memory.supersession import Judge, reassert, reopen, supersede
 from cairn.memory.terms import terms
 
 if TYPE_CHECKING:
@@ -59,12 +61,14 @@ _RETRACTED_LOOKED_AT = 200
 class Remembered:
     """The outcome of a write: the memory, and whether it is new or an existing duplicate.
 
-    ``merged`` is true when the text was a near-duplicate folded into ``memory``.
+    ``merged`` is true when the text was a near-duplicate folded into ``memory``;
+    ``superseded`` are the memories this write ended, as a newer value of the same fact.
     """
 
     memory: Memory
     created: bool
     merged: bool = False
+    superseded: tuple[Memory, ...] = ()
 
 
 class MemoryStore:
@@ -84,8 +88,12 @@ class MemoryStore:
         embedder: Embedder | None = None,
         weights: MemorySettings | None = None,
         default_k: int = 5,
+        judge: Judge | None = None,
     ) -> None:
+        """``judge`` (a model, say) may veto or confirm each supersession the rule of
+        :mod:`cairn.memory.claims` makes; without one the rule decides alone."""
         self.db = db
+        self.judge = judge
         self.index = index
         self.embedder = embedder
         self.weights = weights or MemorySettings()
@@ -151,6 +159,12 @@ class MemoryStore:
         A retraction sticks: a text that restates a retracted memory visible in ``scope`` stores
         nothing and returns that memory, still retracted (see :meth:`restore`).
 
+        Facts change: a fact, decision, constraint or preference that gives a new value for
+        what an older one of the same partition gave a value for ("the on-call for payments is
+        Bob" after "... is Alice", see :mod:`cairn.memory.claims`) ends the older one, which
+        stays stored with its end of validity and its replacement (``superseded`` lists them;
+        see :mod:`cairn.memory.supersession`). Restating a replaced text makes it current again.
+
         Raises InvalidInput for empty or oversized text, control characters, unknown kinds and
         text holding a credential (see :func:`~cairn.memory.records.checked_memory`).
         """
@@ -185,7 +199,8 @@ class MemoryStore:
                 )
             ).first()
             if same is not None:
-                return Remembered(Memory.from_row(same), created=False)
+                again = self._reasserted(s, same, created_at or utcnow())
+                return Remembered(Memory.from_row(same), created=False, superseded=again)
         if kind != "episode":
             revived = self._retracted_restatement(text, scope)
             if revived is not None:
@@ -222,10 +237,21 @@ class MemoryStore:
                 )
                 if created_at is not None:
                     row.created_at = row.updated_at = created_at
+                claim = claim_of(text, kind) if self.weights.supersede else None
+                if claim is not None:
+                    row.subject = claim.subject
                 s.add(row)
                 s.flush()
                 assert row.id is not None
                 s.add(MemoryOutbox(memory_id=row.id, op="upsert"))
+                ended: tuple[Memory, ...] = ()
+                if claim is not None:
+                    # An untrusted author or a planted instruction could otherwise retire true
+                    # facts by stating new values: theirs replace nothing until confirmed.
+                    doubtful = source.untrusted or flagged
+                    ids = supersede(s, row, claim, self.judge, replaces=not doubtful)
+                    s.flush()
+                    ended = tuple(Memory.from_row(r) for r in _rows(s, ids))
                 created = Memory.from_row(row)
         except IntegrityError:
             return Remembered(self._existing(scope, key, digest), created=False)
@@ -233,7 +259,16 @@ class MemoryStore:
             self.index_outbox.keep(created.id, vector)
         if flush:
             self.index_outbox.after_write()
-        return Remembered(created, created=True)
+        return Remembered(created, created=True, superseded=ended)
+
+    def _reasserted(self, s: Session, row: MemoryRow, at: datetime) -> tuple[Memory, ...]:
+        """A replaced fact said again, word for word: current again (see
+        :func:`~cairn.memory.supersession.reassert`); the memories it ends."""
+        if row.valid_until is None or row.retracted or not self.weights.supersede:
+            return ()
+        ids = reassert(s, row, at, self.judge)
+        s.flush()
+        return tuple(Memory.from_row(r) for r in _rows(s, ids))
 
     def _embed_one(self, text: str) -> list[float] | None:
         if self.embedder is None:
@@ -349,6 +384,7 @@ class MemoryStore:
             if not row.retracted:
                 _tombstone(row, by, reason)
                 s.add(row)
+                reopen(s, row)  # what it replaced is current again
                 s.add(MemoryOutbox(memory_id=memory_id, op="delete"))
                 s.add(audit_row(row, RETRACT, by, scope, {"reason": reason}))
             memory = Memory.from_row(row)
@@ -364,7 +400,10 @@ class MemoryStore:
         disputes: int = 0,
         confirmed: bool | None = None,
     ) -> None:
-        """Move a memory's scores by the given amounts (feedback from people)."""
+        """Move a memory's scores by the given amounts (feedback from people).
+
+        Confirming a doubtful fact (untrusted or flagged) lets it replace the older values it
+        would have replaced when it was written (see :mod:`cairn.memory.supersession`)."""
         values: dict[str, Any] = {
             "validity": MemoryRow.validity + validity,
             "usefulness": MemoryRow.usefulness + usefulness,
@@ -375,6 +414,18 @@ class MemoryStore:
             values["confirmed"] = confirmed
         with self.db.session() as s:
             s.exec(update(MemoryRow).where(col(MemoryRow.id) == memory_id).values(**values))
+            if confirmed and self.weights.supersede:
+                self._confirmed(s, memory_id)
+
+    def _confirmed(self, s: Session, memory_id: int) -> None:
+        """A confirmed current fact replaces what it would have replaced when it was written
+        (a doubtful one replaced nothing then)."""
+        row = s.get(MemoryRow, memory_id)
+        if row is None or not row.subject or row.retracted or row.valid_until is not None:
+            return
+        claim = claim_of(row.text, row.kind)
+        if claim is not None and claim.subject == row.subject:
+            supersede(s, row, claim, self.judge)
 
     def restore(self, memory_id: int, scope: Scope, *, by: str, admin: bool = False) -> Memory:
         """Undo the retraction of a memory visible in ``scope``: only the person who retracted
@@ -402,6 +453,10 @@ class MemoryStore:
                 s.add(row)
                 s.add(MemoryOutbox(memory_id=memory_id, op="upsert"))
                 s.add(audit_row(row, RESTORE, by, scope, before))
+                claim = claim_of(row.text, row.kind) if row.subject else None
+                if claim is not None and claim.subject == row.subject:
+                    row.valid_until = row.superseded_by = None
+                    supersede(s, row, claim, self.judge)  # it replaces what it replaced
             memory = Memory.from_row(row)
         self.index_outbox.after_write()
         return memory
@@ -462,6 +517,12 @@ def audit_row(
         agent=scope.agent,
         data=data,
     )
+
+
+def _rows(s: Session, ids: Sequence[int]) -> Sequence[MemoryRow]:
+    if not ids:
+        return []
+    return s.exec(select(MemoryRow).where(col(MemoryRow.id).in_(ids))).all()
 
 
 def _tombstone(row: MemoryRow, by: str, reason: str) -> None:

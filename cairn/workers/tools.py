@@ -24,9 +24,11 @@ from cairn.core.injection import instruction_reason
 from cairn.db.models import utcnow
 from cairn.llm.types import ToolSpec
 from cairn.memory import Memory, MemoryStore, Scope, Source, Visibility
+from cairn.memory.recall import Recalled
 from cairn.memory.records import memory_status
 from cairn.memory.sharing import share
 from cairn.memory.store import retraction_notice
+from cairn.memory.supersession import change_note
 from cairn.memory.working import Scratchpad
 from cairn.memos import ALL_AGENTS, MemoBox
 from cairn.workers.tool_args import (
@@ -188,6 +190,12 @@ class Toolbox:
         if memory.retracted:
             return self._retracted(memory)
         payload = {"status": "stored" if result.created else "already known", **_card(memory)}
+        if result.superseded:
+            # A newer value of the same fact: say what it replaced, so the reply can too.
+            payload["replaces"] = [
+                {"id": old.id, "text": old.text, "since": old.created_at.date().isoformat()}
+                for old in result.superseded
+            ]
         if memory.flagged:
             payload["flagged"] = (
                 f"{reason or 'it reads like an instruction to the agent'}: stored as an "
@@ -211,7 +219,7 @@ class Toolbox:
 
     def _recall(self, args: Recall) -> ToolOutcome:
         found = self.store.recall(args.query, self.scope, args.k or self.store.default_k)
-        payload = {"query": args.query, "memories": [_card(r.memory) for r in found]}
+        payload = {"query": args.query, "memories": [_recalled_card(r) for r in found]}
         return ToolOutcome(json.dumps(payload), used=[r.memory for r in found])
 
     def _retract(self, args: Retract) -> ToolOutcome:
@@ -321,6 +329,15 @@ class Toolbox:
 def looks_like_instruction(text: str) -> bool:
     """Whether ``text`` tries to instruct the agent rather than state a fact."""
     return instruction_reason(text) is not None
+
+
+def _recalled_card(found: Recalled) -> dict[str, Any]:
+    """A recalled memory's card, with its place in a change of value when it has one."""
+    card = _card(found.memory)
+    note = change_note(found.memory, found.replaced_by, found.replaced)
+    if note:
+        card["change"] = note
+    return card
 
 
 def _card(memory: Memory) -> dict[str, Any]:
