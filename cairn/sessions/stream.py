@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 CHANNEL_PREFIX = "cairn:stream:"
 SUBSCRIBE_SECONDS = 2.0
 SUBSCRIPTION_BACKLOG = 10_000  # pieces a slow subscriber may fall behind before some are lost
+LISTENING_TTL = 1.0  # seconds a process keeps the answer to "does anyone listen to tenant T?"
+_HEARD: dict[str, tuple[float, bool]] = {}  # tenant -> (when asked, whether anyone listened)
 
 
 Kind = Literal["text", "restart", "end", "status"]
@@ -248,14 +250,21 @@ class RedisStreams:
     def listening(self, tenant: str) -> bool:
         """Whether ``tenant``'s channel has subscribers (PUBSUB NUMSUB) or any pattern
         subscription is open (PUBSUB NUMPAT: frontends of many workspaces subscribe so);
-        True if Redis fails, so that publishing then decides."""
+        True if Redis fails, so that publishing then decides. The answer is kept for a second
+        per tenant and process: a busy worker asks Redis once a second, not once a turn."""
+        now = time.monotonic()
+        known = _HEARD.get(tenant)
+        if known is not None and now - known[0] < LISTENING_TTL:
+            return known[1]
         try:
             counts = self.client.pubsub_numsub(CHANNEL_PREFIX + tenant)
-            if counts and counts[0][1]:
-                return True
-            return bool(self.client.pubsub_numpat())
+            heard = bool(counts and counts[0][1]) or bool(self.client.pubsub_numpat())
         except (redis.RedisError, OSError):
             return True
+        if len(_HEARD) > 10_000:
+            _HEARD.clear()
+        _HEARD[tenant] = (now, heard)
+        return heard
 
 
 def _glob_escape(text: str) -> str:
