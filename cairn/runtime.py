@@ -41,6 +41,7 @@ class Runtime:
     redis: redis.Redis[bytes] | None = None
     _llm: LLM | None = field(default=None, repr=False)
     _working: WorkingMemory | None = field(default=None, repr=False)
+    _streams: ReplyStreams | None = field(default=None, repr=False)
 
     @property
     def llm(self) -> LLM:
@@ -60,7 +61,10 @@ class Runtime:
     def streams(self) -> ReplyStreams:
         """Where reply text travels as it is written: Redis pub/sub when Redis is configured
         (workers may be other processes), else this process."""
-        return RedisStreams(self.redis) if self.redis is not None else local_streams()
+        if self._streams is None:
+            # One per process: it keeps whether anyone listens (asked of Redis once a second).
+            self._streams = RedisStreams(self.redis) if self.redis is not None else local_streams()
+        return self._streams
 
     def close(self) -> None:
         """Release connections (the database pool, Redis, a Qdrant server client)."""

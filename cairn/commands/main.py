@@ -319,7 +319,9 @@ def show_config(as_json: bool) -> None:
         ),
         "context": (
             "cairn.bench.context:bench_context",
-            "Drive a generated ops thread through the context engine and classic mode.",
+            "Drive a generated ops thread (or LoCoMo conversations) through the context engine "
+            "and classic mode, and price every turn's prompt as Anthropic bills it, prompt "
+            "caching included.",
         ),
         "poisoning": (
             "cairn.bench.poisoning:poisoning_command",

@@ -38,7 +38,6 @@ CHANNEL_PREFIX = "cairn:stream:"
 SUBSCRIBE_SECONDS = 2.0
 SUBSCRIPTION_BACKLOG = 10_000  # pieces a slow subscriber may fall behind before some are lost
 LISTENING_TTL = 1.0  # seconds a process keeps the answer to "does anyone listen to tenant T?"
-_HEARD: dict[str, tuple[float, bool]] = {}  # tenant -> (when asked, whether anyone listened)
 
 
 Kind = Literal["text", "restart", "end", "status"]
@@ -234,6 +233,7 @@ class RedisStreams:
 
     def __init__(self, client: redis.Redis[bytes]) -> None:
         self.client = client
+        self._heard: dict[str, tuple[float, bool]] = {}  # tenant -> (when asked, answer)
 
     def publish(self, piece: StreamPiece) -> None:
         """Publish ``piece``; a Redis failure is logged at debug and the piece is lost."""
@@ -245,15 +245,22 @@ class RedisStreams:
     def subscribe(self, tenant: str, *, prefix: bool = False) -> Subscription:
         """A subscription to ``tenant``'s channel (with ``prefix``, a pattern subscription to
         every tenant it starts)."""
-        return _RedisSubscription(self.client, tenant, prefix)
+        subscription = _RedisSubscription(self.client, tenant, prefix)
+        # This process listens now: what it kept of "nobody listens" no longer holds.
+        if prefix:
+            self._heard.clear()
+        else:
+            self._heard.pop(tenant, None)
+        return subscription
 
     def listening(self, tenant: str) -> bool:
         """Whether ``tenant``'s channel has subscribers (PUBSUB NUMSUB) or any pattern
         subscription is open (PUBSUB NUMPAT: frontends of many workspaces subscribe so);
         True if Redis fails, so that publishing then decides. The answer is kept for a second
-        per tenant and process: a busy worker asks Redis once a second, not once a turn."""
+        per tenant by this object (the runtime keeps one per process): a busy worker asks Redis
+        once a second, not once a turn."""
         now = time.monotonic()
-        known = _HEARD.get(tenant)
+        known = self._heard.get(tenant)
         if known is not None and now - known[0] < LISTENING_TTL:
             return known[1]
         try:
@@ -261,9 +268,9 @@ class RedisStreams:
             heard = bool(counts and counts[0][1]) or bool(self.client.pubsub_numpat())
         except (redis.RedisError, OSError):
             return True
-        if len(_HEARD) > 10_000:
-            _HEARD.clear()
-        _HEARD[tenant] = (now, heard)
+        if len(self._heard) > 10_000:
+            self._heard.clear()
+        self._heard[tenant] = (now, heard)
         return heard
 
 

@@ -97,7 +97,12 @@ class Seen:
 
 
 def seen_once(
-    person: E2EPerson, room: str, bot: str, root: str, done: Callable[[Seen], bool]
+    person: E2EPerson,
+    room: str,
+    bot: str,
+    root: str,
+    done: Callable[[Seen], bool],
+    timeout: float = 60.0,
 ) -> Seen:
     """What the person saw once ``done`` says it is complete."""
 
@@ -105,7 +110,7 @@ def seen_once(
         seen = Seen(person, room, bot, root)
         return seen if done(seen) else None
 
-    return wait_for("the whole answer", probe)
+    return wait_for("the whole answer", probe, timeout)
 
 
 # --------------------------------------------------------------------------------------------
@@ -295,12 +300,19 @@ def test_a_frontend_restarted_mid_stream_finishes_the_same_message(
     cairn: Cairn, alice: E2EPerson, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     answer = " ".join(STEPS[:8])  # ~600 characters: ~75 pieces over ~4.5 s
+    # A turn cut by the stop is taken up again by the restarted bot's upkeep, once its session
+    # counts as stale: soon here, rather than after the default minute.
+    monkeypatch.setenv("CAIRN_STALE_AFTER", "2")
+    monkeypatch.setenv("CAIRN_BEAT_INTERVAL", "1")
+    monkeypatch.setenv("CAIRN_LOCK_TTL", "3")
     with slow_model(monkeypatch, answer, DELTA_DELAY):
         room, question = ask(cairn, alice, encrypted=True)
         wait_for("the first text", lambda: Seen(alice, room, cairn.id, question).originals)
         cairn.stop()  # mid-answer: what was streamed is recorded, the rest is not shown yet
         cairn.start()
-        seen = seen_once(alice, room, cairn.id, question, lambda s: answer in s.bodies())
+        seen = seen_once(
+            alice, room, cairn.id, question, lambda s: answer in s.bodies(), timeout=150
+        )
         time.sleep(1.5)
         seen = Seen(alice, room, cairn.id, question)
 
