@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
 
-from cairn.bot.dedupe import Dedupe, claim_or_warn, release_quietly
+from cairn.bot.dedupe import Dedupe, claim_or_warn
 from cairn.core.errors import first_line
 from cairn.db import Database
 from cairn.sessions.stream import ReplyStreams, StreamPiece, Subscription
@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 # How long a frontend's claim on streaming a reply lasts without being refreshed.
 OWNER_TTL = 10.0
 OWNER_REFRESH = 3.0
+# How long a posted reply's claim is kept, so that late pieces anywhere are not shown.
+FINISHED_TTL = 60.0
 # A reply streamed and never finished (its worker died and nobody retried) is forgotten after
 # this long without a piece; its final reply, if one comes, still edits the recorded messages.
 IDLE_SECONDS = 900.0
@@ -428,14 +430,19 @@ class StreamRelay:
         with self._lock:
             live = self._live.get(cause)
             if live is None:
-                refs = self.registry.refs(cause)
-                if not refs:
-                    # Posted whole: a piece still on its way must not open a second message.
-                    self._finished[cause] = time.monotonic()
+                if cause in self._finished:  # claimed here before, to be posted whole
                     return None
+                refs = self.registry.refs(cause)
+                # Another frontend may be opening its first message of this reply right now
+                # (claimed, not yet recorded): the claim, not the record, says who shows it.
                 owned = claim_or_warn(self.dedupe, self._owner_key(tenant, cause), OWNER_TTL)
                 if not owned:
                     return BUSY
+                if not refs:
+                    # Posted whole: a piece still on its way, here or at another frontend,
+                    # must not open a second message (the claim is held until done()).
+                    self._finished[cause] = time.monotonic()
+                    return None
                 live = LiveReply(tenant, cause, channel, thread)
                 live.restore(refs)
                 self._live[cause] = live
@@ -458,7 +465,12 @@ class StreamRelay:
             self.registry.forget(cause)
         except Exception as exc:  # a row left behind only costs a lookup
             log.debug("could not forget streamed reply %s: %s", cause, first_line(exc))
-        release_quietly(self.dedupe, self._owner_key(tenant, cause))
+        # Kept a while rather than released: a piece another frontend receives late must not
+        # open a message for a reply that is already posted.
+        try:
+            self.dedupe.put(self._owner_key(tenant, cause), "done", FINISHED_TTL)
+        except Exception as exc:
+            log.debug("could not mark streamed reply %s done: %s", cause, first_line(exc))
 
     def streaming(self) -> Iterable[int]:
         """The causes of the replies this relay streams now."""

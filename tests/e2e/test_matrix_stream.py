@@ -296,10 +296,6 @@ def test_with_streaming_off_the_answer_is_one_message_never_edited(
     assert reply_row(cairn).message_ref == original.event_id
 
 
-@pytest.mark.skip(
-    reason="flaky when run after the other tests of this file (about one run in two; passes "
-    "alone): under investigation, see the closing note of issue 18"
-)
 def test_a_frontend_restarted_mid_stream_finishes_the_same_message(
     cairn: Cairn, alice: E2EPerson, monkeypatch: pytest.MonkeyPatch
 ) -> None:

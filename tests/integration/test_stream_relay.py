@@ -130,3 +130,37 @@ def test_while_another_frontend_owns_a_stream_its_final_reply_waits(
     assert [m["text"] for m in _thread(api)] == ["Roll back now."]
     # Once done, nobody streams it again, and a reply never streamed posts as usual.
     assert other.final(TENANT, _cause(runtime), CHANNEL, THREAD, "x") is None
+
+
+def test_a_stream_claimed_but_not_yet_shown_holds_back_another_frontends_whole_post(
+    runtime: Runtime, api: SlackAPI
+) -> None:
+    dedupe = LocalDedupe()
+    owner, other = _relay(runtime, api, dedupe), _relay(runtime, api, dedupe)
+    cause = _cause(runtime)
+    # The owner took the reply (a status came first) but has no message of it yet.
+    owner.take(_piece(cause, "status", "searching memory..."))
+    assert _thread(api) == []
+    assert StreamedReplies(runtime.db).refs(cause) == []
+    # Posting it whole now would leave the owner's coming message beside it.
+    assert other.final(TENANT, cause, CHANNEL, THREAD, "Roll back now.") == BUSY
+    owner.take(_piece(cause, "text", "Roll back "))
+    refs = owner.final(TENANT, cause, CHANNEL, THREAD, "Roll back now.")
+    owner.done(TENANT, cause)
+    assert isinstance(refs, list)
+    assert [m["text"] for m in _thread(api)] == ["Roll back now."]
+
+
+def test_a_piece_arriving_after_a_whole_post_opens_no_message_at_any_frontend(
+    runtime: Runtime, api: SlackAPI
+) -> None:
+    dedupe = LocalDedupe()
+    poster, late = _relay(runtime, api, dedupe), _relay(runtime, api, dedupe)
+    cause = _cause(runtime)
+    assert poster.final(TENANT, cause, CHANNEL, THREAD, "Roll back now.") is None
+    assert poster.final(TENANT, cause, CHANNEL, THREAD, "Roll back now.") is None  # a retry
+    poster.done(TENANT, cause)  # the delivery posted it whole
+    late.take(_piece(cause, "text", "Roll back "))  # still on its way to another frontend
+    late.flush_due()
+    assert _thread(api) == []
+    assert late.streaming() == []
