@@ -43,6 +43,8 @@ from cairn.db.models import (
     OutboundStatus,
     SessionEvent,
 )
+from cairn.sessions.log import EventLog
+from cairn.sessions.outbox import Said, say_in
 from tests.support.matrix_events import encryption_state, reaction, room_preset, thread_relation
 from tests.support.messages_server import MessagesServer, Reply, text_message
 from tests.support.private_postgres import PrivatePostgres
@@ -524,6 +526,50 @@ def test_after_a_restart_nothing_is_replayed_and_a_message_sent_while_down_is_an
     after = json.loads(StateFile(settings_home() / "matrix", cairn.id).path.read_text())
     assert after["device_id"] == state["device_id"]  # the same device: no second login
     assert after["since"] != state["since"]
+
+
+def test_after_a_restart_in_a_quiet_spell_the_bot_still_knows_its_rooms_and_posts_there(
+    cairn: Cairn, people: Callable[[str], Person]
+) -> None:
+    # Nothing happens between the stop and the start, so the first sync after the restart
+    # (full state, from the saved token) ends at the very token it started from. matrix-nio
+    # drops a response whose token it already holds: the rooms must still be learnt from it,
+    # or every reply written now (a turn cut by the stop, a notice) is given up as "not in
+    # that room".
+    alice = people("alice")
+    cairn.start()
+    room = room_with_bot(alice, cairn)
+    question = alice.send(room, "what do you know?", mention=cairn.id)
+    wait_for_answer("the first answer", alice, room, cairn.id, question)
+    state_file = StateFile(settings_home() / "matrix", cairn.id)
+
+    def settled() -> bool:  # the bot's own reply and typing are behind its saved token
+        before = json.loads(state_file.path.read_text())["since"]
+        time.sleep(2.0)
+        return bool(json.loads(state_file.path.read_text())["since"] == before)
+
+    wait_for("the bot's sync to settle", settled)
+    cairn.stop()
+    cairn.start()
+    (session,) = cairn.db_rows(AgentSession, AgentSession.channel == room)
+    assert cairn.pipeline is not None
+    assert session.id is not None
+    cause = EventLog(cairn.pipeline.rt.db).append(
+        session.id, session.tenant_id, "message", text="(a turn cut by the stop)"
+    )
+    assert cause.id is not None
+    with cairn.pipeline.rt.db.session() as s:
+        say_in(s, session, cause.id, [Said("notice", "back after the restart")], agent="")
+    wait_for_answer(
+        "the notice written after the restart",
+        alice,
+        room,
+        cairn.id,
+        question,
+        where=lambda e: e["content"]["body"] == "back after the restart",
+    )
+    (row,) = cairn.db_rows(OutboundMessage, OutboundMessage.cause_event_id == cause.id)
+    assert row.status == OutboundStatus.SENT, row
 
 
 def test_mentions_sent_while_the_database_is_down_are_answered_once_in_order_after_it_returns(

@@ -73,7 +73,11 @@ class Sync:
         while True:
             since = self.state.since or None
             self.inbound.history = since is None
-            client.next_batch = since  # so nio handles a batch again that we failed to store
+            # matrix-nio ignores a response whose token it already holds. Cleared, it takes in
+            # every response: a batch again that we failed to store, and the first full-state
+            # sync after a quiet restart, which ends at the token it started from and is the
+            # only place the rooms are learnt from.
+            client.next_batch = ""
             try:
                 response = await client.sync(
                     timeout=self._timeout_ms(),
