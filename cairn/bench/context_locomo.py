@@ -45,7 +45,7 @@ from cairn.memory.context.classic import ClassicCompiler
 from cairn.memory.context.compiler import CompiledPrompt, speaker_line
 from cairn.memory.context.engine import ContextEngine, TurnContext, tools_tokens
 from cairn.memory.context.relevance import cached_tokens
-from cairn.memory.embed import Embedder
+from cairn.memory.embed import CachedEmbedder, Embedder
 from cairn.memory.recall import Recalled
 from cairn.memory.scope import Scope, Source, Visibility
 from cairn.memory.store import MemoryStore
@@ -128,17 +128,19 @@ class _Replay:
     memory_of: dict[int, str] = field(default_factory=dict)  # memory id -> dia_id
 
 
-class _SharedClassic(ClassicCompiler):
-    """Classic mode whose read of the earlier transcript is shared by the compilers of all the
-    budgets at one turn (the same rows each time; the bench reads them once)."""
+class _ReplayedClassic(ClassicCompiler):
+    """Classic mode reading the earlier transcript from the replay's own list of the events it
+    appended (the same rows the log holds, newest first), not from the database at every
+    compile: the compilers of all the budgets share it, and it grows by one event a turn."""
 
-    _last: tuple[tuple[int, int], list[SessionEvent]] = ((0, 0), [])
+    def __init__(self, db: Any, *, budget: int, earlier: list[SessionEvent]) -> None:
+        super().__init__(db, budget=budget)
+        self._appended = earlier  # oldest first
 
     def _earlier(self, session_id: int, before_seq: int) -> list[SessionEvent]:
-        key = (session_id, before_seq)
-        if _SharedClassic._last[0] != key:
-            _SharedClassic._last = (key, super()._earlier(session_id, before_seq))
-        return _SharedClassic._last[1]
+        older = [e for e in self._appended if e.seq < before_seq]
+        older.reverse()
+        return older
 
 
 def run_locomo(
@@ -176,7 +178,8 @@ def run_locomo(
         ]
         if questions is not None and questions < len(asked):
             asked = rng.sample(asked, questions)
-        with _scratch_store(embedder, weights) as store:
+        warm = _warmed(embedder, conversation, asked)
+        with _scratch_store(warm, weights) as store:
             _conversation(
                 store, path.stem, conversation, asked, report,
                 system=system, tools=tools, recall_k=recall_k,
@@ -184,6 +187,28 @@ def run_locomo(
             )  # fmt: skip
         report.conversations += 1
     return report
+
+
+_EMBED_BATCH = 32
+
+
+def _warmed(
+    embedder: Embedder | None, conversation: dict[str, Any], asked: list[dict[str, Any]]
+) -> Embedder | None:
+    """``embedder`` behind a cache that already holds every text the replay of
+    ``conversation`` embeds (each turn's line and text, each question), embedded in batches of
+    similar length: one forward pass per batch instead of one per text."""
+    if embedder is None:
+        return None
+    texts = set()
+    for _, line, _, _ in _turns(conversation):
+        texts |= {line, line.split(": ", 1)[1]}
+    texts |= {str(item["question"]) for item in asked}
+    ordered = sorted(texts, key=len)
+    cached = CachedEmbedder(embedder, size=len(ordered) + 16)
+    for start in range(0, len(ordered), _EMBED_BATCH):
+        cached.embed(ordered[start : start + _EMBED_BATCH])
+    return cached
 
 
 def _conversation(
@@ -205,11 +230,14 @@ def _conversation(
     sid = session.id
     replay = _Replay(log, store, Scope(f"locomo:{name}", "cairn"), session)
     engines = {b: ContextEngine(store.db, ContextSettings(budget=b)) for b in report.budgets}
-    classics = {b: _SharedClassic(store.db, budget=b) for b in report.budgets}
+    appended: list[SessionEvent] = []
+    classics = {b: _ReplayedClassic(store.db, budget=b, earlier=appended)
+                for b in report.budgets}  # fmt: skip
     caches = {
         (b, m): PromptCache(cache_minimum) for b in report.budgets for m in ("engine", "classic")
     }
     extra = tools_tokens(tools)
+    pool_k = engines[report.budgets[0]].recall_size(recall_k)  # as the pipeline recalls
     turns = list(_turns(conversation))
     last = datetime.min.replace(tzinfo=UTC)
     for number, (dia_id, line, when, session_name) in enumerate(turns, 1):
@@ -218,10 +246,11 @@ def _conversation(
             sid, session.tenant_id, EventKind.MESSAGE, text=text, user=user,
             data={"addressed": False, "dia_id": dia_id},
         )  # fmt: skip
+        appended.append(event)
         replay.seq_of[dia_id] = event.seq
         replay.line_of[dia_id] = (user, text)
         # The bot answering this turn, as the pipeline would prompt it: recall, then compile.
-        recalled = store.recall(text, replay.scope, recall_k, now=when, touch=False)
+        recalled = store.recall(text, replay.scope, pool_k, now=when, touch=False)
         turn = engines[report.budgets[0]].begin(session, event, deferred=True)
         for budget in report.budgets:
             for mode, prompt in (
@@ -249,7 +278,7 @@ def _conversation(
     store.optimize_index()
     asked_at = last + timedelta(days=1)
     for n, item in enumerate(asked, 1):
-        _question(replay, item, asked_at, report, engines, classics, system, tools, recall_k)
+        _question(replay, item, asked_at, report, engines, classics, system, tools, pool_k)
         if progress and n % 50 == 0:
             progress(f"{name}: question {n}/{len(asked)}")
     if progress:
@@ -275,10 +304,10 @@ def _question(
     asked_at: datetime,
     report: LocomoReport,
     engines: dict[int, ContextEngine],
-    classics: dict[int, _SharedClassic],
+    classics: dict[int, _ReplayedClassic],
     system: str,
     tools: Sequence[ToolSpec],
-    recall_k: int,
+    pool_k: int,
 ) -> None:
     question = str(item["question"])
     evidence = _evidence(item)
@@ -289,7 +318,7 @@ def _question(
         data={"addressed": True},
     )  # fmt: skip
     try:
-        recalled = replay.store.recall(question, replay.scope, recall_k, now=asked_at, touch=False)
+        recalled = replay.store.recall(question, replay.scope, pool_k, now=asked_at, touch=False)
         pool = replay.store.recall(question, replay.scope, _RECALL_POOL, now=asked_at, touch=False)
         turn = engines[report.budgets[0]].begin(session, event, deferred=True)
         extra = tools_tokens(tools)

@@ -211,8 +211,10 @@ def _turn(
     # The context engine resumes the session (checkpoint + newer events) and folds this message
     # in; pastes in it become artifacts and cards before anything reaches the model.
     # Its checkpoint and telemetry are written with the reply, in one transaction.
-    turn = ContextEngine(rt.db, rt.settings.context).begin(session, event, deferred=True)
-    recalled = rt.memory.recall(turn.query, scope, rt.settings.memory.recall_k)
+    engine = ContextEngine(rt.db, rt.settings.context)
+    turn = engine.begin(session, event, deferred=True)
+    # The engine shows the best of a larger pool that fit its budget; classic shows recall_k.
+    recalled = rt.memory.recall(turn.query, scope, engine.recall_size(rt.settings.memory.recall_k))
     memos = MemoBox(rt.db).inbox(
         session.tenant_id, agent, include_read=False, private_to=scope.private_to
     )

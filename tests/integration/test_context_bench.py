@@ -119,3 +119,34 @@ def test_recall_plot_draws_k_up_to_20_and_prints_what_k_asked(tmp_path: Path) ->
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     methods = json.loads(result.output)["methods"]
     assert set(methods["cairn"]) == {"recall@5", "n"}
+
+
+def test_the_replay_compiles_classic_mode_from_the_same_transcript_the_log_holds(
+    tmp_path: Path,
+) -> None:
+    from cairn.bench.context_locomo import _ReplayedClassic
+    from cairn.db import Database
+    from cairn.db.models import EventKind, SessionEvent
+    from cairn.memory.context.classic import ClassicCompiler
+    from cairn.sessions.log import EventLog, ThreadRef
+
+    db = Database(f"sqlite:///{tmp_path / 'replay.db'}")
+    db.migrate()
+    log = EventLog(db)
+    session = log.open_session(ThreadRef("locomo", "t", "locomo", "t"), "cairn")
+    assert session.id is not None
+    appended: list[SessionEvent] = []
+    for i in range(40):
+        appended.append(
+            log.append(session.id, session.tenant_id, EventKind.MESSAGE,
+                       text=f"turn {i}: the allotment, the bakery and bus {i} " * 8,
+                       user="Ann" if i % 2 else "Bob", data={"addressed": False})
+        )  # fmt: skip
+    current = appended[-1]
+    for budget in (1000, 3000, 100_000):
+        fast = _ReplayedClassic(db, budget=budget, earlier=appended)
+        slow = ClassicCompiler(db, budget=budget)
+        assert fast.compile(session.id, current, system="frame") == slow.compile(
+            session.id, current, system="frame"
+        )
+    db.dispose()
