@@ -7,7 +7,8 @@ turn each mode's prompt is compiled at each budget and priced through the prompt
 the last turn, each question of categories 1-4 is asked in the thread and the share of its
 evidence turns present in the prompt is measured:
 
-- ``engine``: the real context engine with the pipeline's recalled memories (``recall_k``);
+- ``engine``: the real context engine with the memories the pipeline recalls for it (its
+  ``memory_pool``: the compiler shows the best that fit);
   a turn counts when the form the engine keeps of it (its unit's text, verbatim in the
   recent window, among the selected earlier turns or as a one-line digest that holds it
   whole; a card when it was a paste) is in the prompt, when a state item made from it is, or
@@ -18,6 +19,11 @@ evidence turns present in the prompt is measured:
 Each question is taken back out of the log once measured, so the next one sees the thread as
 it was. Provenance is exact: every event carries its turn's ``dia_id``, every memory its
 ``dia_id`` as its source message.
+
+What keeps the whole set to minutes: each turn resumes the engine once and compiles that state
+at every budget (scores of its units are remembered across the budgets); every text the
+replay embeds is embedded up front in batches; classic mode reads the transcript the replay
+appended rather than the database at each compile.
 """
 
 from __future__ import annotations
@@ -153,6 +159,7 @@ def run_locomo(
     prices: Prices,
     cache_minimum: int,
     weights: MemorySettings | None = None,
+    context: ContextSettings | None = None,
     recall_k: int = 5,
     questions: int | None = None,
     conversations: int | None = None,
@@ -161,9 +168,10 @@ def run_locomo(
 ) -> LocomoReport:
     """Replay every LoCoMo conversation in ``data`` and measure each question at each budget.
 
-    ``questions`` samples that many questions per conversation (all by default), with
-    ``seed``; ``conversations`` keeps the first files only. Raises InvalidInput when ``data``
-    holds no conversation files.
+    ``context`` is the engine's settings (the defaults when None), its budget replaced by each
+    of ``budgets``. ``questions`` samples that many questions per conversation (all by
+    default), with ``seed``; ``conversations`` keeps the first files only. Raises InvalidInput
+    when ``data`` holds no conversation files.
     """
     files = sorted(p for p in data.glob("*.json") if p.is_file())[:conversations]
     if not files:
@@ -182,7 +190,7 @@ def run_locomo(
         with _scratch_store(warm, weights) as store:
             _conversation(
                 store, path.stem, conversation, asked, report,
-                system=system, tools=tools, recall_k=recall_k,
+                system=system, tools=tools, recall_k=recall_k, context=context or ContextSettings(),
                 cache_minimum=cache_minimum, progress=progress,
             )  # fmt: skip
         report.conversations += 1
@@ -221,6 +229,7 @@ def _conversation(
     system: str,
     tools: Sequence[ToolSpec],
     recall_k: int,
+    context: ContextSettings,
     cache_minimum: int,
     progress: Callable[[str], None] | None,
 ) -> None:
@@ -229,7 +238,9 @@ def _conversation(
     assert session.id is not None
     sid = session.id
     replay = _Replay(log, store, Scope(f"locomo:{name}", "cairn"), session)
-    engines = {b: ContextEngine(store.db, ContextSettings(budget=b)) for b in report.budgets}
+    engines = {
+        b: ContextEngine(store.db, context.model_copy(update={"budget": b})) for b in report.budgets
+    }
     appended: list[SessionEvent] = []
     classics = {b: _ReplayedClassic(store.db, budget=b, earlier=appended)
                 for b in report.budgets}  # fmt: skip

@@ -261,7 +261,7 @@ class ContextSettings(BaseModel):
     distill_chars: int = Field(default=1500, ge=200, le=1_000_000)
     # Memories recalled for the engine to choose from: its memory band takes its share, then
     # the room the other bands leave, best first (docs/adr/0032).
-    memory_pool: int = Field(default=60, ge=1, le=500)
+    memory_pool: int = Field(default=30, ge=1, le=500)
 
 
 class MemorySettings(BaseModel):

@@ -52,3 +52,9 @@ def test_the_engine_recalls_its_memory_pool_and_classic_mode_recall_k(tmp_path: 
     assert (engine.recall_size(5), engine.recall_size(80)) == (60, 80)
     assert classic.recall_size(5) == 5  # classic shows every recalled memory: no pool
     db.dispose()
+
+
+def test_the_memory_pool_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().context.memory_pool == 30
+    monkeypatch.setenv("CAIRN_CONTEXT_MEMORY_POOL", "120")
+    assert load_settings().context.memory_pool == 120

@@ -12,6 +12,11 @@ Bands, in the order the prompt carries them:
 5. one-line digests of older turns;
 6. recalled long-term memories and unread memos, quoted as data.
 
+Each optional band gets a share of the budget; the room the bands leave unused then goes to
+the recalled memories that did not fit their share, best first (the caller recalls a larger
+pool for that, ``CAIRN_CONTEXT_MEMORY_POOL``), so the budget goes where the evidence is
+(docs/adr/0032).
+
 Context pressure is the density-weighted share of the budget that the must-have bands need
 (structured pastes weigh more than prose, the already dense checkpoint less). At the compaction
 level the verbatim window shrinks and the optional bands get less room; at the emergency level
