@@ -393,6 +393,7 @@ def _locomo_command(
         prices=prices,
         cache_minimum=minimum,
         weights=settings.memory,
+        context=settings.context,
         recall_k=settings.memory.recall_k,
         questions=questions,
         conversations=conversations,

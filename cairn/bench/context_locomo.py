@@ -7,7 +7,8 @@ turn each mode's prompt is compiled at each budget and priced through the prompt
 the last turn, each question of categories 1-4 is asked in the thread and the share of its
 evidence turns present in the prompt is measured:
 
-- ``engine``: the real context engine with the pipeline's recalled memories (``recall_k``);
+- ``engine``: the real context engine with the memories the pipeline recalls for it (its
+  ``memory_pool``: the compiler shows the best that fit);
   a turn counts when the form the engine keeps of it (its unit's text, verbatim in the
   recent window, among the selected earlier turns or as a one-line digest that holds it
   whole; a card when it was a paste) is in the prompt, when a state item made from it is, or
@@ -18,6 +19,11 @@ evidence turns present in the prompt is measured:
 Each question is taken back out of the log once measured, so the next one sees the thread as
 it was. Provenance is exact: every event carries its turn's ``dia_id``, every memory its
 ``dia_id`` as its source message.
+
+What keeps the whole set to minutes: each turn resumes the engine once and compiles that state
+at every budget (scores of its units are remembered across the budgets); every text the
+replay embeds is embedded up front in batches; classic mode reads the transcript the replay
+appended rather than the database at each compile.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from cairn.memory.context.classic import ClassicCompiler
 from cairn.memory.context.compiler import CompiledPrompt, speaker_line
 from cairn.memory.context.engine import ContextEngine, TurnContext, tools_tokens
 from cairn.memory.context.relevance import cached_tokens
-from cairn.memory.embed import Embedder
+from cairn.memory.embed import CachedEmbedder, Embedder
 from cairn.memory.recall import Recalled
 from cairn.memory.scope import Scope, Source, Visibility
 from cairn.memory.store import MemoryStore
@@ -128,17 +134,19 @@ class _Replay:
     memory_of: dict[int, str] = field(default_factory=dict)  # memory id -> dia_id
 
 
-class _SharedClassic(ClassicCompiler):
-    """Classic mode whose read of the earlier transcript is shared by the compilers of all the
-    budgets at one turn (the same rows each time; the bench reads them once)."""
+class _ReplayedClassic(ClassicCompiler):
+    """Classic mode reading the earlier transcript from the replay's own list of the events it
+    appended (the same rows the log holds, newest first), not from the database at every
+    compile: the compilers of all the budgets share it, and it grows by one event a turn."""
 
-    _last: tuple[tuple[int, int], list[SessionEvent]] = ((0, 0), [])
+    def __init__(self, db: Any, *, budget: int, earlier: list[SessionEvent]) -> None:
+        super().__init__(db, budget=budget)
+        self._appended = earlier  # oldest first
 
     def _earlier(self, session_id: int, before_seq: int) -> list[SessionEvent]:
-        key = (session_id, before_seq)
-        if _SharedClassic._last[0] != key:
-            _SharedClassic._last = (key, super()._earlier(session_id, before_seq))
-        return _SharedClassic._last[1]
+        older = [e for e in self._appended if e.seq < before_seq]
+        older.reverse()
+        return older
 
 
 def run_locomo(
@@ -151,6 +159,7 @@ def run_locomo(
     prices: Prices,
     cache_minimum: int,
     weights: MemorySettings | None = None,
+    context: ContextSettings | None = None,
     recall_k: int = 5,
     questions: int | None = None,
     conversations: int | None = None,
@@ -159,9 +168,10 @@ def run_locomo(
 ) -> LocomoReport:
     """Replay every LoCoMo conversation in ``data`` and measure each question at each budget.
 
-    ``questions`` samples that many questions per conversation (all by default), with
-    ``seed``; ``conversations`` keeps the first files only. Raises InvalidInput when ``data``
-    holds no conversation files.
+    ``context`` is the engine's settings (the defaults when None), its budget replaced by each
+    of ``budgets``. ``questions`` samples that many questions per conversation (all by
+    default), with ``seed``; ``conversations`` keeps the first files only. Raises InvalidInput
+    when ``data`` holds no conversation files.
     """
     files = sorted(p for p in data.glob("*.json") if p.is_file())[:conversations]
     if not files:
@@ -176,14 +186,37 @@ def run_locomo(
         ]
         if questions is not None and questions < len(asked):
             asked = rng.sample(asked, questions)
-        with _scratch_store(embedder, weights) as store:
+        warm = _warmed(embedder, conversation, asked)
+        with _scratch_store(warm, weights) as store:
             _conversation(
                 store, path.stem, conversation, asked, report,
-                system=system, tools=tools, recall_k=recall_k,
+                system=system, tools=tools, recall_k=recall_k, context=context or ContextSettings(),
                 cache_minimum=cache_minimum, progress=progress,
             )  # fmt: skip
         report.conversations += 1
     return report
+
+
+_EMBED_BATCH = 32
+
+
+def _warmed(
+    embedder: Embedder | None, conversation: dict[str, Any], asked: list[dict[str, Any]]
+) -> Embedder | None:
+    """``embedder`` behind a cache that already holds every text the replay of
+    ``conversation`` embeds (each turn's line and text, each question), embedded in batches of
+    similar length: one forward pass per batch instead of one per text."""
+    if embedder is None:
+        return None
+    texts = set()
+    for _, line, _, _ in _turns(conversation):
+        texts |= {line, line.split(": ", 1)[1]}
+    texts |= {str(item["question"]) for item in asked}
+    ordered = sorted(texts, key=len)
+    cached = CachedEmbedder(embedder, size=len(ordered) + 16)
+    for start in range(0, len(ordered), _EMBED_BATCH):
+        cached.embed(ordered[start : start + _EMBED_BATCH])
+    return cached
 
 
 def _conversation(
@@ -196,6 +229,7 @@ def _conversation(
     system: str,
     tools: Sequence[ToolSpec],
     recall_k: int,
+    context: ContextSettings,
     cache_minimum: int,
     progress: Callable[[str], None] | None,
 ) -> None:
@@ -204,12 +238,17 @@ def _conversation(
     assert session.id is not None
     sid = session.id
     replay = _Replay(log, store, Scope(f"locomo:{name}", "cairn"), session)
-    engines = {b: ContextEngine(store.db, ContextSettings(budget=b)) for b in report.budgets}
-    classics = {b: _SharedClassic(store.db, budget=b) for b in report.budgets}
+    engines = {
+        b: ContextEngine(store.db, context.model_copy(update={"budget": b})) for b in report.budgets
+    }
+    appended: list[SessionEvent] = []
+    classics = {b: _ReplayedClassic(store.db, budget=b, earlier=appended)
+                for b in report.budgets}  # fmt: skip
     caches = {
         (b, m): PromptCache(cache_minimum) for b in report.budgets for m in ("engine", "classic")
     }
     extra = tools_tokens(tools)
+    pool_k = engines[report.budgets[0]].recall_size(recall_k)  # as the pipeline recalls
     turns = list(_turns(conversation))
     last = datetime.min.replace(tzinfo=UTC)
     for number, (dia_id, line, when, session_name) in enumerate(turns, 1):
@@ -218,10 +257,11 @@ def _conversation(
             sid, session.tenant_id, EventKind.MESSAGE, text=text, user=user,
             data={"addressed": False, "dia_id": dia_id},
         )  # fmt: skip
+        appended.append(event)
         replay.seq_of[dia_id] = event.seq
         replay.line_of[dia_id] = (user, text)
         # The bot answering this turn, as the pipeline would prompt it: recall, then compile.
-        recalled = store.recall(text, replay.scope, recall_k, now=when, touch=False)
+        recalled = store.recall(text, replay.scope, pool_k, now=when, touch=False)
         turn = engines[report.budgets[0]].begin(session, event, deferred=True)
         for budget in report.budgets:
             for mode, prompt in (
@@ -249,7 +289,7 @@ def _conversation(
     store.optimize_index()
     asked_at = last + timedelta(days=1)
     for n, item in enumerate(asked, 1):
-        _question(replay, item, asked_at, report, engines, classics, system, tools, recall_k)
+        _question(replay, item, asked_at, report, engines, classics, system, tools, pool_k)
         if progress and n % 50 == 0:
             progress(f"{name}: question {n}/{len(asked)}")
     if progress:
@@ -275,10 +315,10 @@ def _question(
     asked_at: datetime,
     report: LocomoReport,
     engines: dict[int, ContextEngine],
-    classics: dict[int, _SharedClassic],
+    classics: dict[int, _ReplayedClassic],
     system: str,
     tools: Sequence[ToolSpec],
-    recall_k: int,
+    pool_k: int,
 ) -> None:
     question = str(item["question"])
     evidence = _evidence(item)
@@ -289,7 +329,7 @@ def _question(
         data={"addressed": True},
     )  # fmt: skip
     try:
-        recalled = replay.store.recall(question, replay.scope, recall_k, now=asked_at, touch=False)
+        recalled = replay.store.recall(question, replay.scope, pool_k, now=asked_at, touch=False)
         pool = replay.store.recall(question, replay.scope, _RECALL_POOL, now=asked_at, touch=False)
         turn = engines[report.budgets[0]].begin(session, event, deferred=True)
         extra = tools_tokens(tools)

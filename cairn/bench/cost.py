@@ -81,10 +81,12 @@ def _block(payload: dict[str, Any], extra: int = 0) -> Block:
     digest = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
     if payload.get("type") != "text":
         return Block(count_tokens(text) + extra, digest, marked)
-    # A message merges consecutive turns with blank lines between them: counted part by part
-    # (each part's count is cached), as a transcript grows by one part a turn.
-    parts = payload["text"].split("\n\n")
-    tokens = sum(cached_tokens(part) for part in parts) + 2 * (len(parts) - 1)
+    # Counted line by line (each line's count is cached): a transcript grows by a turn and a
+    # compiled context changes by a few lines a turn, so most lines were counted before. Each
+    # newline costs one, as the estimator counts it; a line's own rounding makes this an upper
+    # bound of the text's count.
+    lines = payload["text"].split("\n")
+    tokens = sum(cached_tokens(line) for line in lines if line) + len(lines) - 1
     return Block(tokens + extra, digest, marked)
 
 

@@ -259,6 +259,9 @@ class ContextSettings(BaseModel):
     emergency_at: float = Field(default=0.85, gt=0, le=1.0)
     # Pasted text or tool output longer than this is distilled into an artifact and a card.
     distill_chars: int = Field(default=1500, ge=200, le=1_000_000)
+    # Memories recalled for the engine to choose from: its memory band takes its share, then
+    # the room the other bands leave, best first (docs/adr/0032).
+    memory_pool: int = Field(default=30, ge=1, le=500)
 
 
 class MemorySettings(BaseModel):

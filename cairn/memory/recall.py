@@ -139,6 +139,7 @@ class Recall:
         now: datetime | None = None,
         touch: bool = True,
         vector: Sequence[float] | None = None,
+        counted: int | None = None,
     ) -> list[Recalled]:
         """The memories in ``scope`` most relevant to ``query``, best first, never retracted.
 
@@ -148,7 +149,10 @@ class Recall:
         conversation; and the result is weighted by recency, validity, usefulness, disputes,
         tier, scope and supersession (a fact a newer value replaced ranks lower, unless the
         query asks about a time it held). ``touch``
-        counts the recall on the returned memories; ``now`` is the clock for recency;
+        counts the recall on the returned memories (on the best ``counted`` of them when
+        given: a caller that recalls a pool to fill spare room, as the context engine's
+        pipeline does, counts what it would have recalled without it); ``now`` is the clock
+        for recency;
         ``vector`` is the query's embedding when the caller has it already.
         """
         k = k or self.default_k
@@ -208,7 +212,7 @@ class Recall:
             if ranked and touch:
                 conn.execute(
                     update(MemoryRow)
-                    .where(col(MemoryRow.id).in_(ranked))
+                    .where(col(MemoryRow.id).in_(ranked[:counted]))
                     .values(recall_count=MemoryRow.recall_count + 1, last_recalled_at=now)
                 )
                 conn.commit()

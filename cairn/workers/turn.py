@@ -211,8 +211,12 @@ def _turn(
     # The context engine resumes the session (checkpoint + newer events) and folds this message
     # in; pastes in it become artifacts and cards before anything reaches the model.
     # Its checkpoint and telemetry are written with the reply, in one transaction.
-    turn = ContextEngine(rt.db, rt.settings.context).begin(session, event, deferred=True)
-    recalled = rt.memory.recall(turn.query, scope, rt.settings.memory.recall_k)
+    engine = ContextEngine(rt.db, rt.settings.context)
+    turn = engine.begin(session, event, deferred=True)
+    # The engine shows the best of a larger pool that fit its budget (ADR 0032); recall counts
+    # and feedback stay with the best recall_k, as without the pool.
+    recall_k = rt.settings.memory.recall_k
+    recalled = rt.memory.recall(turn.query, scope, engine.recall_size(recall_k), counted=recall_k)
     memos = MemoBox(rt.db).inbox(
         session.tenant_id, agent, include_read=False, private_to=scope.private_to
     )
@@ -279,9 +283,11 @@ def _turn(
     turn.finish()
     if compiled.memo_ids:  # shown to the agent: read, though not yet acknowledged
         MemoBox(rt.db).mark_read(session.tenant_id, agent, list(compiled.memo_ids))
-    # What the prompt showed counts as shown, for usefulness feedback on the reply.
+    # What the prompt showed of the best recall_k counts as shown, for usefulness feedback on
+    # the reply; the rest of the pool filled spare room and is not credited with the answer.
     shown = set(compiled.memory_ids)
-    outcome.used = [r.memory for r in recalled if r.memory.id in shown] + outcome.used
+    credited = recalled[:recall_k]
+    outcome.used = [r.memory for r in credited if r.memory.id in shown] + outcome.used
     return outcome, turn
 
 

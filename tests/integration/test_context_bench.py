@@ -119,3 +119,80 @@ def test_recall_plot_draws_k_up_to_20_and_prints_what_k_asked(tmp_path: Path) ->
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     methods = json.loads(result.output)["methods"]
     assert set(methods["cairn"]) == {"recall@5", "n"}
+
+
+def test_the_replay_compiles_classic_mode_from_the_same_transcript_the_log_holds(
+    tmp_path: Path,
+) -> None:
+    from cairn.bench.context_locomo import _ReplayedClassic
+    from cairn.db import Database
+    from cairn.db.models import EventKind, SessionEvent
+    from cairn.memory.context.classic import ClassicCompiler
+    from cairn.sessions.log import EventLog, ThreadRef
+
+    db = Database(f"sqlite:///{tmp_path / 'replay.db'}")
+    db.migrate()
+    log = EventLog(db)
+    session = log.open_session(ThreadRef("locomo", "t", "locomo", "t"), "cairn")
+    assert session.id is not None
+    appended: list[SessionEvent] = []
+    for i in range(40):
+        appended.append(
+            log.append(session.id, session.tenant_id, EventKind.MESSAGE,
+                       text=f"turn {i}: the allotment, the bakery and bus {i} " * 8,
+                       user="Ann" if i % 2 else "Bob", data={"addressed": False})
+        )  # fmt: skip
+    current = appended[-1]
+    for budget in (1000, 3000, 100_000):
+        fast = _ReplayedClassic(db, budget=budget, earlier=appended)
+        slow = ClassicCompiler(db, budget=budget)
+        assert fast.compile(session.id, current, system="frame") == slow.compile(
+            session.id, current, system="frame"
+        )
+    db.dispose()
+
+
+PETS = [
+    "I adopted a grey cat called Miso from the shelter on Elm street.",
+    "We also took in a rescue greyhound named Pilot last spring.",
+    "My daughter keeps two guinea pigs, Salt and Pepper, in the garden hutch.",
+    "There is a tortoise called Horace who is older than me, inherited from my aunt.",
+    "Last month I adopted a parrot named Captain who says good morning.",
+    "The goldfish Bubbles lives in a tank in the hall.",
+    "A hedgehog we call Spike visits the garden; I leave him cat food.",
+    "My son adopted a corn snake named Noodle for his birthday.",
+]
+
+
+@pytest.mark.slow
+def test_a_question_with_many_old_evidence_turns_finds_them_in_recalled_memories(
+    tmp_path: Path,
+) -> None:
+    """Eight old turns answer one question: more than a fixed memory share holds, so the engine
+    finds them only when recalled memories take the room its other bands leave (ADR 0032)."""
+    folder = tmp_path / "locomo"
+    folder.mkdir()
+    conversation: dict[str, object] = {"speaker_a": "Ann", "speaker_b": "Bob"}
+    conversation["session_1_date_time"] = "1:56 pm on 8 May, 2023"
+    conversation["session_1"] = [
+        {"speaker": "Ann", "dia_id": f"D1:{i}", "text": text} for i, text in enumerate(PETS, 1)
+    ]
+    for n in range(2, 7):
+        conversation[f"session_{n}_date_time"] = f"10:00 am on {n + 10} June, 2023"
+        conversation[f"session_{n}"] = [
+            {"speaker": "Ann" if i % 2 else "Bob", "dia_id": f"D{n}:{i}",
+             "text": f"On walk {n}-{i} we talked about the weather, the allotment and whether "
+                     f"the number {n * 100 + i} bus will be late again next week."}
+            for i in range(1, 21)
+        ]  # fmt: skip
+    evidence = [f"D1:{i}" for i in range(1, len(PETS) + 1)]
+    qa = [{"question": "Which animals and pets has Ann adopted or kept?", "evidence": evidence,
+           "category": 1, "answer": "-"}]  # fmt: skip
+    (folder / "pets.json").write_text(json.dumps({"conversation": conversation, "qa": qa}))
+    result = CliRunner().invoke(
+        main, ["bench", "context", "--locomo", str(folder), "--budget", "4000", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.stdout)["budgets"]["4000"]
+    assert row["classic"] == 0.0  # 100 turns later: out of the transcript
+    assert row["engine"] >= 0.875  # at least 7 of the 8

@@ -197,3 +197,15 @@ def test_property_no_query_crosses_tenants(store: MemoryStore, tenant: str, quer
     outsider = Scope(f"x{tenant}", "ops")
     assert all(r.memory.tenant == outsider.tenant for r in store.recall(query, outsider))
     assert all(m.tenant == outsider.tenant for m in store.newest(outsider))
+
+
+def test_a_recall_counts_only_the_best_it_was_asked_to_count(store: MemoryStore) -> None:
+    for host in ("alpha", "bravo", "charlie", "delta"):
+        store.remember(f"the staging {host} host runs the deploy queue", OPS)
+    pool = store.recall("staging deploy queue host", OPS, 4, counted=1)
+    assert len(pool) == 4
+    counts = [store.get(r.memory.id, OPS).recall_count for r in pool]  # type: ignore[union-attr]
+    assert counts == [1, 0, 0, 0]  # the pool's rest filled room: not counted as recalled
+    store.recall("staging deploy queue host", OPS, 4)
+    counts = [store.get(r.memory.id, OPS).recall_count for r in pool]  # type: ignore[union-attr]
+    assert counts == [2, 1, 1, 1]

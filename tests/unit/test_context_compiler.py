@@ -184,3 +184,60 @@ def test_a_question_about_an_old_turn_brings_that_turn_back() -> None:
     compiled = t.ask("what failed on invoice 734211?", ContextSettings(budget=12000))
     assert "LedgerDrift" in compiled.context
     assert compiled.prompt_tokens <= 12000
+
+
+def _pool(n: int, start: int = 100) -> list[Recalled]:
+    """``n`` recalled memories, best first, each about 40 tokens."""
+    return [
+        _memory(start + i, f"fact {i}: the nightly export on batch-{i} writes to bucket-{i} " * 3)
+        for i in range(n)
+    ]
+
+
+def test_recalled_memories_take_the_room_the_other_bands_leave() -> None:
+    t = _busy_thread(3)
+    config = ContextSettings(budget=12000)
+    pool = _pool(60)
+    compiled = t.ask("where does the nightly export write?", config, recalled=pool)
+    # The memory share alone (5% of 12,000 tokens) holds about ten of them; the thread is
+    # short, so the rest of the budget is spare and the pool is shown whole, best first.
+    assert compiled.memory_ids == tuple(r.memory.id for r in pool)
+    assert compiled.level == "normal"
+    assert compiled.prompt_tokens <= 12000
+    assert count_tokens(compiled.text()) <= compiled.prompt_tokens
+
+
+def test_spare_room_is_filled_best_first_and_never_past_the_budget() -> None:
+    t = _busy_thread(40)
+    config = ContextSettings(budget=6000)
+    pool = _pool(200)
+    compiled = t.ask("where does the nightly export write?", config, recalled=pool)
+    shown = len(compiled.memory_ids)
+    assert 10 < shown < 200
+    assert compiled.memory_ids == tuple(r.memory.id for r in pool[:shown])  # a prefix: by rank
+    assert compiled.prompt_tokens <= 6000
+    assert count_tokens(compiled.text()) <= 6000
+    # The spare room went to memories, not to the other bands: they are as without the pool.
+    without = _busy_thread(40).ask("where does the nightly export write?", config)
+    assert compiled.messages == without.messages
+    for band in ("checkpoint", "units", "digests"):
+        assert compiled.tokens[band] == without.tokens[band]
+
+
+def test_a_recalled_memory_that_repeats_a_line_already_shown_is_left_out() -> None:
+    t = _busy_thread(3)
+    t.say("the runbook for lb-2 lives in ops/runbooks/lb.md")
+    repeated = _memory(5, "ana: the runbook for lb-2 lives in ops/runbooks/lb.md")
+    other = _memory(6, "lb-2 was replaced in March")
+    compiled = t.ask("where is the lb-2 runbook?", ContextSettings(budget=12000),
+                     recalled=[repeated, other])  # fmt: skip
+    assert compiled.memory_ids == (6,)
+    assert compiled.text().count("the runbook for lb-2 lives in") == 1
+
+
+def test_a_large_pool_of_memories_adds_no_pressure() -> None:
+    config = ContextSettings(budget=8000)
+    small = _busy_thread(3).ask("export?", config, recalled=_pool(2))
+    large = _busy_thread(3).ask("export?", config, recalled=_pool(150))
+    assert large.level == small.level == "normal"
+    assert large.pressure == pytest.approx(small.pressure, abs=0.06)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cairn.core.errors import ConfigError
@@ -37,3 +39,22 @@ def test_contradictory_engine_settings_stop_with_the_variable_named(
         monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError, match=named):
         load_settings()
+
+
+def test_the_engine_recalls_its_memory_pool_and_classic_mode_recall_k(tmp_path: Path) -> None:
+    from cairn.core.settings import ContextSettings
+    from cairn.db import Database
+    from cairn.memory.context.engine import ContextEngine
+
+    db = Database(f"sqlite:///{tmp_path / 'c.db'}")
+    engine = ContextEngine(db, ContextSettings(memory_pool=60))
+    classic = ContextEngine(db, ContextSettings(mode="classic", memory_pool=60))
+    assert (engine.recall_size(5), engine.recall_size(80)) == (60, 80)
+    assert classic.recall_size(5) == 5  # classic shows every recalled memory: no pool
+    db.dispose()
+
+
+def test_the_memory_pool_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().context.memory_pool == 30
+    monkeypatch.setenv("CAIRN_CONTEXT_MEMORY_POOL", "120")
+    assert load_settings().context.memory_pool == 120

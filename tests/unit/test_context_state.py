@@ -183,3 +183,11 @@ def test_a_reply_is_attached_to_the_message_it_answers_even_when_people_wrote_me
         ("which pool size did we pick?", "We picked 60."),
         ("brb, coffee", ""),
     ]
+
+
+def test_remembered_bm25_scores_are_the_scores_of_a_fresh_index() -> None:
+    from cairn.memory.context.relevance import BM25, bm25_scores
+
+    docs = ["the cache on db-1 is full", "deploy payments v2", "db-1 failover drill at noon"]
+    for query in ("db-1 cache", "payments", "db-1 cache"):
+        assert list(bm25_scores(docs, query)) == BM25(docs).scores(query)

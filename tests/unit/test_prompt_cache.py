@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cairn.bench.cost import Block, Prices, PromptCache, minimum_cacheable, request_blocks
+from cairn.core.tokens import count_tokens
 from cairn.llm.types import Message, ToolSpec
 
 
@@ -63,3 +64,13 @@ def test_prices_and_minimums_of_the_default_model() -> None:
     assert prices.cache_write == 3.75
     assert minimum_cacheable("claude-haiku-3-5") == 2048
     assert minimum_cacheable("claude-sonnet-4-5") == 1024
+
+
+def test_a_text_block_is_priced_at_no_less_than_the_estimator_counts_its_text() -> None:
+    context = '## Recalled\n- memory #1: "a ... b"\n\n\n  indented line 42\n\n## Band\n' * 40
+    history = "ana: first line\n\nbo: 12345 and 678\nsecond line of bo\n\nana: done"
+    blocks = request_blocks("frame", context, (Message.user(history),))
+    assert blocks[1].tokens >= count_tokens(context)
+    assert blocks[2].tokens >= count_tokens(history) + 4  # + the message's framing
+    # An upper bound, not a wild one: within a token per line.
+    assert blocks[1].tokens <= count_tokens(context) + context.count("\n") + 1

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 from cairn.core.settings import ContextSettings
-from cairn.memory.context.relevance import BM25, cached_tokens, keywords, trigram_similarity
+from cairn.memory.context.relevance import bm25_scores, cached_tokens, keywords, trigram_similarity
 from cairn.memory.context.state import Item, SessionState, Unit, tier
 from cairn.memory.recall import Recalled
 from cairn.memory.records import memory_status
@@ -177,7 +177,7 @@ def units_band(
     hydrated_words = {
         w for i in hydrated if i in state.items for w in keywords(state.items[i].text)
     }
-    bm25 = BM25([u.text + " " + u.reply for u in candidates]).scores(query)
+    bm25 = bm25_scores([u.text + " " + u.reply for u in candidates], query)
     top = max(bm25) if bm25 else 0.0
     semantic_pool = set(sorted(range(len(candidates)), key=lambda i: -bm25[i])[:_SEMANTIC_POOL])
     scored: list[tuple[float, Unit]] = []

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 from sqlmodel import col, select
 
-from cairn.core.tokens import count_tokens
 from cairn.db import Database
 from cairn.db.models import EventKind, EventStatus, SessionEvent
 from cairn.memory.context.bands import render_memories
@@ -48,12 +47,12 @@ class ClassicCompiler:
         refused earlier, at ingest); otherwise every earlier turn is included.
         """
         request = speaker_line(current.user, current.text)
-        used = {"frame": count_tokens(system) + tools_tokens, "request": count_tokens(request)}
+        used = {"frame": cached_tokens(system) + tools_tokens, "request": cached_tokens(request)}
         remaining = self.budget - used["frame"] - used["request"] - _OVERHEAD
         context = render_memories(recalled)
-        if self.truncate and count_tokens(context) > remaining // 2:
+        if self.truncate and cached_tokens(context) > remaining // 2:
             context = ""
-        used["memories"] = count_tokens(context)
+        used["memories"] = cached_tokens(context)
         remaining -= used["memories"]
         history: list[tuple[str, str]] = []
         spent = 0

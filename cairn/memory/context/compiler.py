@@ -12,6 +12,11 @@ Bands, in the order the prompt carries them:
 5. one-line digests of older turns;
 6. recalled long-term memories and unread memos, quoted as data.
 
+Each optional band gets a share of the budget; the room the bands leave unused then goes to
+the recalled memories that did not fit their share, best first (the caller recalls a larger
+pool for that, ``CAIRN_CONTEXT_MEMORY_POOL``), so the budget goes where the evidence is
+(docs/adr/0032).
+
 Context pressure is the density-weighted share of the budget that the must-have bands need
 (structured pastes weigh more than prose, the already dense checkpoint less). At the compaction
 level the verbatim window shrinks and the optional bands get less room; at the emergency level
@@ -33,7 +38,6 @@ from cairn.memory.context.bands import (
     fit_checkpoint,
     memories_band,
     render_checkpoint,
-    render_memories,
     render_memos,
     units_band,
 )
@@ -65,6 +69,8 @@ _SHARES: dict[str, dict[str, float]] = {
 _DENSITY_CARD = 1.3
 _DENSITY_CHECKPOINT = 0.7
 _MESSAGE_OVERHEAD = 4  # tokens the API spends framing each message
+# Tokens kept free when spare room goes to memories: a new section's separators and rounding.
+_SPARE_MARGIN = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,14 +165,16 @@ def compile_prompt(
     window = earlier[-config.recent_turns :]
     window_cost = sum(_unit_weight(u) for u in window)
     checkpoint_full = render_checkpoint(state, turn, hydrated, config, "normal")
-    memories_full = render_memories(recalled)
+    # Memories are elastic: they need their share to be must-have, and what more the caller
+    # recalled only takes the room the other bands leave (below), so it adds no pressure.
+    memories_floor, _ = memories_band(recalled, int(budget * _SHARES["normal"]["memories"]))
     memos_full, _ = render_memos(memos, budget)
     pressure = (
         frame
         + request_tokens
         + window_cost
         + _DENSITY_CHECKPOINT * band_tokens(checkpoint_full)
-        + band_tokens(memories_full)
+        + band_tokens(memories_floor)
         + band_tokens(memos_full)
     ) / budget
     level = "normal"
@@ -200,6 +208,10 @@ def compile_prompt(
         state, query, hydrated, config, shown_seqs, int(budget * shares["units"]), turn
     )
     digests_text = digests_band(state, shown_seqs | unit_seqs, int(budget * shares["digests"]))
+    # A memory that repeats a line the prompt already shows verbatim would cost twice.
+    shown_lines = {speaker_line(u.user, u.text) for u in state.units if u.seq in shown_seqs}
+    shown_lines |= {speaker_line(u.user, u.text) for u in state.units if u.seq in unit_seqs}
+    recalled = [r for r in recalled if r.memory.text not in shown_lines]
     memories_text, memory_ids = memories_band(recalled, int(budget * shares["memories"]))
     memos_text, memo_ids = render_memos(memos, int(budget * shares["memos"]))
 
@@ -212,6 +224,18 @@ def compile_prompt(
     }
     recent_turns = [t for u in kept for t in _unit_turns(u)]
     result = _assemble(system, tools_tokens, bands, recent_turns, request)
+    # Budget by value: the room the bands left unused goes to the recalled memories that did
+    # not fit their share (recall ranks them with dense and lexical scores and the turns
+    # around them: the engine's best retriever, measured in docs/adr/0032).
+    spare = budget - result[2]["total"] - _SPARE_MARGIN
+    if level != "emergency" and spare > 0 and len(memory_ids) < len(recalled):
+        room = band_tokens(bands["memories"]) + spare
+        grown, grown_ids = memories_band(recalled, room)
+        if len(grown_ids) > len(memory_ids):
+            trial = dict(bands, memories=grown)
+            fitted = _assemble(system, tools_tokens, trial, recent_turns, request)
+            if fitted[2]["total"] <= budget:
+                bands, result, memory_ids = trial, fitted, grown_ids
     # The raw-token safety net: whatever the estimates said, drop optional content until the
     # counted prompt fits. Constraints and decisions are never dropped.
     if result[2]["total"] > budget:

@@ -123,6 +123,14 @@ class ContextEngine:
         self.config = config
         self.artifacts = ArtifactStore(db)
 
+    def recall_size(self, recall_k: int) -> int:
+        """How many memories a turn should recall for this engine: ``recall_k`` (the memory
+        setting) in classic mode, which shows them all; at least ``memory_pool`` otherwise,
+        since the compiler shows the best of them that fit (docs/adr/0032)."""
+        if self.config.mode == "classic":
+            return recall_k
+        return max(recall_k, self.config.memory_pool)
+
     # --- state --------------------------------------------------------------------------
 
     def checkpoint(self, session_id: int) -> SessionState:

@@ -15,7 +15,14 @@ from functools import lru_cache
 from cairn.core.tokens import count_tokens
 from cairn.memory.terms import terms
 
-__all__ = ["BM25", "cached_tokens", "keywords", "ordered_keywords", "trigram_similarity"]
+__all__ = [
+    "BM25",
+    "bm25_scores",
+    "cached_tokens",
+    "keywords",
+    "ordered_keywords",
+    "trigram_similarity",
+]
 
 _K1 = 1.2
 _B = 0.75
@@ -43,6 +50,17 @@ def ordered_keywords(text: str) -> list[str]:
     """:func:`keywords` in order of first appearance (what a message names first matters most)."""
     found = (m.group(0).strip(".:-/") for m in _IDENT.finditer(text.casefold()))
     return [k for k in dict.fromkeys(found) if k]
+
+
+def bm25_scores(documents: Sequence[str], query: str) -> tuple[float, ...]:
+    """:meth:`BM25.scores` of ``query`` over ``documents``, remembered for the last few pairs
+    (one turn's prompt compiled at several budgets scores the same units for the same query)."""
+    return _bm25_scores(tuple(documents), query)
+
+
+@lru_cache(maxsize=8)
+def _bm25_scores(documents: tuple[str, ...], query: str) -> tuple[float, ...]:
+    return tuple(BM25(documents).scores(query))
 
 
 class BM25:
@@ -80,6 +98,7 @@ def _trigrams(text: str) -> tuple[Counter[str], float]:
     return grams, math.sqrt(sum(v * v for v in grams.values()))
 
 
+@lru_cache(maxsize=65536)
 def trigram_similarity(a: str, b: str) -> float:
     """Cosine similarity (0..1) of the character trigrams of two texts' distinct terms."""
     (ta, na), (tb, nb) = _trigrams(a), _trigrams(b)
