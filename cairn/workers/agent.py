@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from cairn.core.secrets import mask_secrets_in
 from cairn.llm.types import (
     LLM,
     LLMRequest,
@@ -80,10 +81,17 @@ def run_agent(
         messages.append(Message("assistant", response.content))
         results = []
         for use in response.tool_uses:
-            log.record("tool_call", use.name, {"id": use.id, "input": use.input})
+            # Logged with credentials masked: the log is read by people and by later turns.
+            shown, _ = mask_secrets_in(use.input)
+            log.record("tool_call", use.name, {"id": use.id, "input": shown})
             if status is not None:
                 status(doing(use.name))
             result = toolbox.run(use.name, use.input)
+            if result.approval is not None:
+                # The call did not run: the pending call is recorded for a person to decide.
+                log.record(
+                    "approval", f"awaiting approval: {use.name}", {**result.approval, "id": use.id}
+                )
             log.record(
                 "tool_result",
                 result.content,
