@@ -539,9 +539,9 @@ class Settings(BaseModel):
         ):
             found.extend(url_secrets(url))
         for server in self.mcp.servers.values():
-            found.extend(
-                v.get_secret_value() for v in (*server.env.values(), *server.headers.values())
-            )
+            given = [v.get_secret_value() for v in (*server.env.values(), *server.headers.values())]
+            # "Bearer TOKEN": the token alone may be logged too.
+            found.extend([*given, *(v.split(" ", 1)[1] for v in given if " " in v.strip())])
             found.extend(url_secrets(server.url))
         return [v for v in found if v]
 
