@@ -124,7 +124,12 @@ class ToolServers:
         reached or listed, and for ``retry_after`` seconds after such a failure.
         """
         link = self._links[server]
-        return self._wait(self._tools(link), self.settings.connect_timeout * 2)
+        try:
+            return self._wait(self._tools(link), self.settings.connect_timeout * 2)
+        except TimeoutError:
+            raise ServerUnavailable(
+                f"MCP server {server!r} ({link.spec.where}) did not list its tools in time"
+            ) from None
 
     def listed(self, servers: Iterable[str]) -> dict[str, tuple[RemoteTool, ...]]:
         """The tools of each of ``servers`` that answers; one that does not is left out (and

@@ -91,7 +91,13 @@ class RemoteTools:
         }
         if kinds:
             payload["secrets_removed"] = kinds
-        return ToolOutcome(json.dumps(payload, ensure_ascii=False), is_error=result.is_error)
+        notice = None
+        if result.failure in _NOTICED:
+            # The person hears it from Cairn too, not only in the model's words.
+            notice = f"tool {name} failed ({_NOTICED[result.failure]}): {output}"
+        return ToolOutcome(
+            json.dumps(payload, ensure_ascii=False), is_error=result.is_error, notice=notice
+        )
 
     def _held(self, tool: AgentTool, arguments: Mapping[str, Any]) -> ToolOutcome:
         shown, kinds = mask_secrets_in(dict(arguments))
@@ -120,6 +126,15 @@ class RemoteTools:
             ),
         }
         return ToolOutcome(json.dumps(payload, ensure_ascii=False), approval=pending)
+
+
+# Failures of the server (not of the tool) that the people in the thread are told of.
+_NOTICED = {
+    "timeout": "timed out",
+    "crashed": "the server crashed or hung up",
+    "unavailable": "the server is unavailable",
+    "malformed": "the server answered nonsense",
+}
 
 
 def _status(is_error: bool, failure: str) -> str:

@@ -16,6 +16,8 @@ class ToolOutcome:
 
     ``approval`` is set for a call that did not run because it needs a person's approval: what
     the session log records of the pending call (tool, arguments, who asked and when).
+    ``notice`` is a short line for the people in the thread (an MCP server that crashed or
+    timed out), posted with the reply.
     """
 
     content: str
@@ -24,3 +26,4 @@ class ToolOutcome:
     announced: list[Memory] = field(default_factory=list)
     retracted: list[Memory] = field(default_factory=list)
     approval: dict[str, Any] | None = None
+    notice: str | None = None

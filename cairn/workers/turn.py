@@ -191,6 +191,7 @@ def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: Session
     if kinds:
         said.append(Said("notice", secrets_notice([str(k) for k in kinds])))
     said += [Said("notice", f"retracted: {m.text}", ()) for m in _unique(outcome.retracted)]
+    said += [Said("notice", text[:1000]) for text in dict.fromkeys(outcome.notices)]
     _finish(rt, session, event, said, turn=turn)
 
 

@@ -137,7 +137,12 @@ def test_a_crash_mid_call_and_a_timeout_reach_the_person_as_clear_errors(
         'run ops__slow_task {"seconds": 30}\n'
         'run ops__service_status {"service": "search"}\n'
     )
-    crash, slow, after = _replies(chat(stdio_deployment.env(), script))
+    out = chat(stdio_deployment.env(), script)
+    crash, slow, after = _replies(out)
+    notices = [o["text"] for o in out if o["type"] == "notice"]
+    assert len(notices) == 2
+    assert notices[0].startswith("tool ops__crash failed (the server crashed or hung up)")
+    assert notices[1].startswith("tool ops__slow_task failed (timed out)")
     assert "ops__crash failed (crashed)" in crash
     assert "closed the connection" in crash
     assert "ops__slow_task failed (timeout)" in slow
