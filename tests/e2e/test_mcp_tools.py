@@ -81,10 +81,13 @@ def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Deplo
         found.write()
         yield found
         return
-    with running_http_server(free_port(), {"CAIRN_TEST_MCP_CALLS": str(calls)}) as url:
+    # The HTTP server wants a bearer token: the declared headers must reach it.
+    server_env = {"CAIRN_TEST_MCP_CALLS": str(calls), "CAIRN_TEST_MCP_TOKEN": "t0k-ops-e2e"}
+    with running_http_server(free_port(), server_env) as url:
         found = Deployment(
             tmp_path,
-            f'[mcp_servers.ops]\nurl = "{url}"\nheaders = {{ X-Team = "ops" }}',
+            f'[mcp_servers.ops]\nurl = "{url}"\n'
+            'headers = { Authorization = "Bearer t0k-ops-e2e" }',
             calls,
         )
         found.write()

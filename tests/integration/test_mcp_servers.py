@@ -168,3 +168,19 @@ def test_closing_stops_the_stdio_servers_it_started(tmp_path: Path) -> None:
             break
         assert time.monotonic() < deadline, "the server outlived close()"
         time.sleep(0.05)
+
+
+def test_an_http_server_gets_the_declared_headers_and_refuses_without_them(tmp_path: Path) -> None:
+    env = {"CAIRN_TEST_MCP_CALLS": str(tmp_path / "calls.jsonl"), "CAIRN_TEST_MCP_TOKEN": "s3cret"}
+    with running_http_server(free_port(), env) as url:
+        good = McpServerSpec.model_validate(
+            {"url": url, "headers": {"Authorization": "Bearer s3cret"}}
+        )
+        bad = McpServerSpec(url=url)
+        servers = ToolServers(McpSettings(servers={"good": good, "bad": bad}, connect_timeout=10))
+        try:
+            assert "service_status" in [t.name for t in servers.tools("good")]
+            with pytest.raises(ServerUnavailable, match="'bad'"):
+                servers.tools("bad")
+        finally:
+            servers.close()

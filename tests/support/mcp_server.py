@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -172,10 +173,29 @@ def main() -> None:
     args = parser.parse_args()
     server = build_server()
     if args.http:
-        server.settings.log_level = "WARNING"
-        server.run("streamable-http", host="127.0.0.1", port=args.port)
+        import uvicorn
+
+        app = _guarded(server.streamable_http_app(), os.environ.get("CAIRN_TEST_MCP_TOKEN"))
+        uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
     else:
         server.run("stdio")
+
+
+def _guarded(app: Any, token: str | None) -> Any:
+    """``app``, answering 401 to a request without ``Authorization: Bearer <token>`` (when a
+    token is set), as a server behind credentials does."""
+    if not token:
+        return app
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"unauthorized"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
 
 
 if __name__ == "__main__":
