@@ -318,3 +318,37 @@ def test_a_server_crash_mid_call_is_an_error_result_for_the_model(
     assert payload["status"] == "crashed"
     assert "closed the connection during the call to crash" in payload["output"]
     assert replies == ["done"]
+
+
+def test_a_tool_added_by_the_server_is_offered_at_the_next_turn(
+    stdio_deployment: Deployment,
+) -> None:
+    script = 'tools\nrun ops__enable_extra\ntools\nrun ops__deploy_status {"service": "payments"}\n'
+    before, enabled, after, deployed = _replies(chat(stdio_deployment.env(), script))
+    assert "ops__deploy_status" not in before
+    assert "deploy_status enabled" in enabled
+    assert "ops__deploy_status" in after
+    assert "payments: deployed v2.4 at 09:12" in deployed
+
+
+def test_a_credential_in_the_models_tool_arguments_is_never_stored(
+    stdio_deployment: Deployment,
+) -> None:
+    from tests.support.mcp_server import LEAKED_TOKEN
+
+    bodies, _ = _sdk_turn(
+        stdio_deployment,
+        [("ops__restart_service", {"service": "payments", "token": LEAKED_TOKEN})],
+    )
+    [held] = _results(bodies[1])
+    content = held["content"] if isinstance(held["content"], str) else held["content"][0]["text"]
+    assert LEAKED_TOKEN not in content
+    shown = stdio_deployment.run("session", "show", "main", "--tenant", "console", "--json")
+    [approval] = json.loads(shown.stdout)["approvals"]
+    assert approval["arguments"]["token"] == "[secret removed: GitHub token]"
+    assert approval["arguments_masked"] is True
+    # Nowhere in the database: not in the tool call, the approval record or the result.
+    stored = [p.read_bytes() for p in stdio_deployment.home.glob("cairn.db*")]  # with its WAL
+    assert stored
+    assert not any(LEAKED_TOKEN.encode() in data for data in stored)
+    assert read_calls(stdio_deployment.calls) == []
