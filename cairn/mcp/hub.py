@@ -19,10 +19,11 @@ import asyncio
 import concurrent.futures
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Coroutine, Iterable, Mapping
-from contextlib import suppress
+from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO, TypeVar
@@ -100,7 +101,7 @@ class ToolServers:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
-        self._errlogs: list[TextIO] = []
+        self._errlogs: dict[str, TextIO] = {}
 
     @property
     def names(self) -> list[str]:
@@ -188,9 +189,11 @@ class ToolServers:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
         self._loop = self._thread = None
-        for errlog in self._errlogs:
+        for errlog in self._errlogs.values():
             errlog.close()
         self._errlogs.clear()
+        for link in self._links.values():
+            link.lock = asyncio.Lock()  # the next loop, should this be used again, has its own
 
     def _wait(self, coro: Coroutine[Any, Any, _T], deadline: float) -> _T:
         """Run ``coro`` on the servers' loop and wait at most ``deadline`` (+ a grace)."""
@@ -314,7 +317,8 @@ class ToolServers:
         """Hold the server's connection open until told to stop (or until it fails)."""
         assert link.stop is not None
         try:
-            async with self._client(link) as client:
+            async with AsyncExitStack() as stack:
+                client = await stack.enter_async_context(self._client(link, stack))
                 link.client = client
                 async with anyio.create_task_group() as group:
                     if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -333,7 +337,9 @@ class ToolServers:
             if not ready.done():
                 ready.set_exception(ServerUnavailable("did not start"))
 
-    def _client(self, link: _Link) -> Client:
+    def _client(self, link: _Link, stack: AsyncExitStack) -> Client:
+        """A client for the server; what it needs closed besides (an HTTP client) goes on
+        ``stack``."""
         spec = link.spec
 
         async def on_message(message: IncomingMessage) -> None:
@@ -354,6 +360,7 @@ class ToolServers:
             assert spec.url is not None
             headers = {k: v.get_secret_value() for k, v in spec.headers.items()}
             http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+            stack.push_async_callback(http.aclose)  # the transport leaves a given client open
             transport = streamable_http_client(spec.url, http_client=http)
         return Client(
             transport,
@@ -372,13 +379,14 @@ class ToolServers:
             log.info("MCP server %r: no tool list changes heard: %s", link.name, _describe(exc))
 
     def _errlog(self, server: str) -> TextIO:
-        if self.logs is None:
-            errlog = open("/dev/null", "w")  # noqa: SIM115 - closed with the servers
-        else:
-            self.logs.mkdir(parents=True, exist_ok=True)
-            errlog = (self.logs / f"{server}.log").open("a", encoding="utf-8")
-        self._errlogs.append(errlog)
-        return errlog
+        """Where the stdio server's standard error goes: one file per server, kept open."""
+        if server not in self._errlogs:
+            if self.logs is None:
+                self._errlogs[server] = open(os.devnull, "w")  # noqa: SIM115 - closed in close()
+            else:
+                self.logs.mkdir(parents=True, exist_ok=True)
+                self._errlogs[server] = (self.logs / f"{server}.log").open("a", encoding="utf-8")
+        return self._errlogs[server]
 
     async def _drop(self, link: _Link) -> None:
         """End the server's connection (a stdio server's process with it)."""
