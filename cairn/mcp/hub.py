@@ -39,6 +39,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from cairn.core.errors import CairnError
+from cairn.core.injection import instruction_reason
 from cairn.core.secrets import mask_secrets
 from cairn.core.settings import McpServerSpec, McpSettings
 from cairn.mcp.catalog import RemoteTool
@@ -227,6 +228,16 @@ class ToolServers:
             await self._drop(link)
             raise self._failed(link, f"did not list its tools: {_describe(exc)}") from None
         link.listings += 1
+        for tool in link.tools:
+            reason = instruction_reason(tool.description)
+            if reason is not None:
+                # The description reaches the model's tool list: operators should know.
+                log.warning(
+                    "MCP server %r: the description of %s reads like an instruction (%s)",
+                    link.name,
+                    tool.name,
+                    reason,
+                )
         return link.tools
 
     async def _call(

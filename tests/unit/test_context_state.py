@@ -183,3 +183,13 @@ def test_a_reply_is_attached_to_the_message_it_answers_even_when_people_wrote_me
         ("which pool size did we pick?", "We picked 60."),
         ("brb, coffee", ""),
     ]
+
+
+def test_a_tool_call_held_for_approval_stays_in_the_checkpoints_activity() -> None:
+    t = Thread()
+    t.say("restart payments please")
+    t.add(EventKind.TOOL_CALL, "ops__restart_service", "", input={"service": "payments"})
+    t.add(EventKind.APPROVAL, "awaiting approval: ops__restart_service", "",
+          status="pending", arguments={"service": "payments"})  # fmt: skip
+    [line] = [a for a in t.state.recent_activity if "awaiting approval" in a]
+    assert line == 'turn 1: awaiting approval: ops__restart_service {"service": "payments"}'
