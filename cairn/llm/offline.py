@@ -129,7 +129,11 @@ class OfflineLLM:
         if results:
             return _answer(" ".join(_phrase(r) for r in results), memos)
         run = _RUN.match(text)
-        if run:
+        # "run the deploy?" is a question, not a tool: only a tool's name (or an MCP-style
+        # SERVER__TOOL, answered with the list when unknown) makes it a command.
+        if run and (
+            run.group("tool") in {t.name for t in request.tools} or "__" in run.group("tool")
+        ):
             return _run(request, run.group("tool"), run.group("args") or "")
         if _TOOLS.match(text):
             return _answer(_tool_list(request))

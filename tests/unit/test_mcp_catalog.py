@@ -196,3 +196,9 @@ def test_the_offline_model_answers_a_bad_run_without_calling_anything(text: str,
     response = OfflineLLM().complete(_offline(text, TOOLS))
     assert not response.tool_uses
     assert says in response.text
+
+
+def test_a_question_that_starts_with_run_is_still_a_question() -> None:
+    response = OfflineLLM().complete(_offline("run the payments deploy again?", TOOLS))
+    [use] = response.tool_uses
+    assert use.name == "recall"
