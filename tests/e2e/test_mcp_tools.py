@@ -352,3 +352,40 @@ def test_a_credential_in_the_models_tool_arguments_is_never_stored(
     assert stored
     assert not any(LEAKED_TOKEN.encode() in data for data in stored)
     assert read_calls(stdio_deployment.calls) == []
+
+
+@pytest.mark.redis
+def test_mcp_tools_run_in_a_celery_worker_on_redis(
+    stdio_deployment: Deployment, redis_url: str
+) -> None:
+    import time
+
+    from tests.support.processes import stop_group
+
+    env = stdio_deployment.env(CAIRN_BROKER_URL=redis_url)
+    log_path = stdio_deployment.home.parent / "worker.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [*CAIRN, "worker", "--concurrency", "2", "--loglevel", "INFO"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while "ready." not in log_path.read_text():
+                assert proc.poll() is None, log_path.read_text()
+                assert time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.2)
+            script = (
+                'run ops__service_status {"service": "payments"}\n'
+                'run ops__restart_service {"service": "payments"}\n'
+            )
+            status, restart = _replies(chat(env, script))
+        finally:
+            stop_group(proc)
+    assert "payments: running, 3 replicas" in status
+    assert "has not run" in restart
+    assert [c["tool"] for c in read_calls(stdio_deployment.calls)] == ["service_status"]
+    assert "cairn.process_session" in log_path.read_text()
