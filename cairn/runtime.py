@@ -17,6 +17,7 @@ from cairn.core.errors import ConfigError, StorageError
 from cairn.core.redact import mask_url
 from cairn.core.settings import Settings, get_settings
 from cairn.db import Database
+from cairn.mcp import ToolServers
 from cairn.memory import MemoryStore
 from cairn.memory.working import WorkingMemory, build_working_memory
 from cairn.sessions.locks import LocalLocks, RedisLocks, SessionLocks
@@ -42,6 +43,8 @@ class Runtime:
     _llm: LLM | None = field(default=None, repr=False)
     _working: WorkingMemory | None = field(default=None, repr=False)
     _streams: ReplyStreams | None = field(default=None, repr=False)
+    _tool_servers: ToolServers | None = field(default=None, repr=False)
+    _tool_servers_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def llm(self) -> LLM:
@@ -66,8 +69,20 @@ class Runtime:
             self._streams = RedisStreams(self.redis) if self.redis is not None else local_streams()
         return self._streams
 
+    @property
+    def tool_servers(self) -> ToolServers:
+        """The declared MCP servers, each started on first use; built once per process."""
+        with self._tool_servers_lock:
+            if self._tool_servers is None:
+                self._tool_servers = ToolServers(
+                    self.settings.mcp, logs=self.settings.home_dir / "mcp"
+                )
+            return self._tool_servers
+
     def close(self) -> None:
-        """Release connections (the database pool, Redis, a Qdrant server client)."""
+        """Release connections (the database pool, Redis, a Qdrant server client, MCP servers)."""
+        if self._tool_servers is not None:
+            self._tool_servers.close()
         if self.memory.index is not None:
             self.memory.index.close()
         if self.redis is not None:

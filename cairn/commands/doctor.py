@@ -62,6 +62,11 @@ def run_checks(settings: Settings) -> list[Check]:
             name = check.__name__.strip("_").replace("_", "-")
             result = Check(name, "fail", f"{type(exc).__name__}: {exc}")
         results.append(replace(result, detail=mask_urls(result.detail), fix=mask_urls(result.fix)))
+    try:
+        more = _mcp(settings)
+    except Exception as exc:  # a check must report, never crash the report
+        more = [Check("mcp", "fail", f"{type(exc).__name__}: {exc}")]
+    results.extend(replace(c, detail=mask_urls(c.detail), fix=mask_urls(c.fix)) for c in more)
     return results
 
 
@@ -219,6 +224,34 @@ def _llm(settings: Settings) -> Check:
     finally:
         client.close()
     return Check("llm", "ok", f"Anthropic, model {model.id}")
+
+
+def _mcp(settings: Settings) -> list[Check]:
+    """One check per declared MCP server: it starts (or answers) and lists its tools."""
+    if not settings.mcp.servers:
+        return [Check("mcp", "skip", "no MCP servers declared")]
+    from cairn.mcp import ServerUnavailable, ToolServers
+
+    hub = ToolServers(settings.mcp, logs=settings.home_dir / "mcp")
+    checks = []
+    try:
+        for name, spec in settings.mcp.servers.items():
+            try:
+                found = hub.tools(name)
+            except ServerUnavailable as exc:
+                hint = (
+                    f"check [mcp_servers.{name}] command, args, env and cwd in cairn.toml "
+                    f"(its errors are in {settings.home_dir / 'mcp' / (name + '.log')})"
+                    if spec.transport == "stdio"
+                    else f"start the server or fix [mcp_servers.{name}] url and headers"
+                )
+                checks.append(Check(f"mcp {name}", "fail", str(exc), hint))
+                continue
+            names = ", ".join(t.name for t in found[:12]) + (", ..." if len(found) > 12 else "")
+            checks.append(Check(f"mcp {name}", "ok", f"{spec.where}: {len(found)} tools ({names})"))
+    finally:
+        hub.close()
+    return checks
 
 
 def _get_json(url: str, headers: dict[str, str], *, data: bytes | None = None) -> Any:

@@ -47,6 +47,11 @@ Configuration comes from environment variables and an optional cairn.toml
             "cairn.commands.memos:memo",
             "Memos between agents: durable notes delivered into an agent's next prompt.",
         ),
+        "tools": (
+            "cairn.commands.tools:tools",
+            "The agents' tools from MCP servers: what each agent can call, and what needs "
+            "approval.",
+        ),
     },
 )
 @click.version_option(version("cairn-bot"), prog_name="cairn")
@@ -248,7 +253,8 @@ def doctor(as_json: bool) -> None:
     \b
     Checks: settings, database and its migrations, Redis, Celery workers (with a broker),
     Qdrant, the LLM key and model, Slack (auth.test), Matrix (whoami) and its end-to-end
-    encryption (the device's keys in the store and on the homeserver). Exits 1 when a check
+    encryption (the device's keys in the store and on the homeserver), and that each declared
+    MCP server starts and lists its tools. Exits 1 when a check
     fails; warnings (e.g. offline model) do not fail.
     """
     from dataclasses import asdict

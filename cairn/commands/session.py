@@ -72,6 +72,16 @@ def session_report(
         kinds = list(
             s.exec(select(SessionEvent.kind).where(SessionEvent.session_id == session.id)).all()
         )
+        held = s.exec(
+            select(SessionEvent)
+            .where(SessionEvent.session_id == session.id, SessionEvent.kind == "approval")
+            .order_by(SessionEvent.seq)  # type: ignore[arg-type]
+        ).all()
+        approvals = [
+            {"seq": e.seq, "cause": e.data.get("cause"), "call_id": e.data.get("id")}
+            | {k: e.data.get(k) for k in _APPROVAL_FIELDS}
+            for e in held
+        ]
     try:
         from cairn.core.settings import get_settings
 
@@ -149,6 +159,7 @@ def session_report(
                 "p95": round(ms[min(len(ms) - 1, int(len(ms) * 0.95))], 3) if ms else 0.0,
             },
         },
+        "approvals": approvals,
         "artifacts": [
             {"id": a.short, "kind": a.kind, "title": a.title, "chars": a.chars, "tokens": a.tokens}
             for a in artifacts
@@ -186,7 +197,26 @@ def _describe(report: dict[str, Any]) -> str:
     )
     for a in report["artifacts"][-10:]:
         lines.append(f"  artifact {a['id']} {a['kind']}: {a['title']}")
+    for a in report["approvals"]:
+        lines.append(
+            f"  approval {a['status']}: {a['tool']} {json.dumps(a['arguments'])} "
+            f"asked by {a['requested_by'] or 'unknown'} at {a['requested_at']}"
+        )
     return "\n".join(lines)
+
+
+# What `session show` lists of a tool call held for approval (cairn/workers/mcp_tools).
+_APPROVAL_FIELDS = (
+    "status",
+    "tool",
+    "server",
+    "server_tool",
+    "arguments",
+    "arguments_masked",
+    "agent",
+    "requested_by",
+    "requested_at",
+)
 
 
 def thread_session(

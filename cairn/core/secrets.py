@@ -24,7 +24,15 @@ from typing import Any
 
 from cairn.core.redact import url_secrets
 
-__all__ = ["SECRET_MARK", "Secret", "find_secrets", "has_secret", "mask_secrets", "removed"]
+__all__ = [
+    "SECRET_MARK",
+    "Secret",
+    "find_secrets",
+    "has_secret",
+    "mask_secrets",
+    "mask_secrets_in",
+    "removed",
+]
 
 # How every marker :func:`removed` writes begins, so a masked text is known as such.
 SECRET_MARK = "[secret removed:"  # noqa: S105 (a marker, not a password)
@@ -565,3 +573,22 @@ def mask_secrets(text: str) -> tuple[str, list[str]]:
         last = secret.end
     parts.append(text[last:])
     return "".join(parts), list(dict.fromkeys(s.kind for s in secrets))
+
+
+def mask_secrets_in(value: Any) -> tuple[Any, list[str]]:
+    """A JSON-like ``value`` (tool arguments) with the credentials in every string masked, keys
+    included, and the kinds found (each once). Other values are kept as they are."""
+    kinds: list[str] = []
+
+    def masked(item: Any) -> Any:
+        if isinstance(item, str):
+            text, found = mask_secrets(item)
+            kinds.extend(found)
+            return text
+        if isinstance(item, dict):
+            return {masked(str(k)): masked(v) for k, v in item.items()}
+        if isinstance(item, list | tuple):
+            return [masked(v) for v in item]
+        return item
+
+    return masked(value), list(dict.fromkeys(kinds))

@@ -35,6 +35,8 @@ __all__ = [
     "ContextSettings",
     "LlmSettings",
     "MatrixSettings",
+    "McpServerSpec",
+    "McpSettings",
     "MemorySettings",
     "Settings",
     "SlackSettings",
@@ -100,6 +102,68 @@ class AgentSpec(BaseModel):
     # The agent has a bot identity of its own (its own Slack app or Matrix user), served by a
     # frontend started with CAIRN_AGENT set to its name; the shared identity leaves it alone.
     own_identity: bool = False
+    # MCP servers (names of [mcp_servers.NAME]) whose tools this agent may call; None: every
+    # declared server, []: none. ``mcp_tools`` narrows further: glob patterns over the names the
+    # model sees ("ops__service_*"); None: every tool of those servers (docs/adr/0031).
+    mcp_servers: list[str] | None = None
+    mcp_tools: list[str] | None = None
+
+
+SERVER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,23}$")
+# A tool runs at once ("read") or waits for a person's approval ("needs approval").
+Approval = Literal["read", "needs approval"]
+
+
+class McpServerSpec(BaseModel):
+    """One MCP server as declared in cairn.toml under ``[mcp_servers.NAME]`` (docs/adr/0031).
+
+    A stdio server has a ``command`` (with ``args``, ``env`` and ``cwd``); a streamable HTTP
+    server a ``url`` (with ``headers``). ``env`` and ``headers`` hold credentials: they are
+    secrets, masked in ``cairn config`` and in logs. ``allow`` names the server's tools any agent
+    may see at all (glob patterns); ``approval`` is the default for its tools and ``approvals``
+    overrides it per tool name or pattern (the most specific pattern wins).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    description: str = ""
+    command: str | None = Field(default=None, min_length=1)
+    args: list[str] = []
+    env: dict[str, SecretStr] = {}
+    cwd: Path | None = None
+    url: str | None = None
+    headers: dict[str, SecretStr] = {}
+    allow: list[str] = ["*"]
+    approval: Approval = "needs approval"
+    approvals: dict[str, Approval] = {}
+    # Seconds a call may take before the model is told it timed out; None: CAIRN_MCP_CALL_TIMEOUT.
+    timeout: float | None = Field(default=None, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerSpec:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("needs either command (a stdio server) or url (streamable HTTP)")
+        if self.url is not None and urlsplit(self.url).scheme not in {"http", "https"}:
+            raise ValueError(f"url must be an http:// or https:// URL, got {mask_url(self.url)!r}")
+        if self.url is None and self.headers:
+            raise ValueError("headers are for a url server; a command server takes env")
+        if self.command is None and (self.args or self.env or self.cwd):
+            raise ValueError(
+                "args, env and cwd are for a command server; a url server takes headers"
+            )
+        return self
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        """How Cairn talks to the server."""
+        return "stdio" if self.command is not None else "http"
+
+    @property
+    def where(self) -> str:
+        """The command line or the URL (credentials masked), for people to read."""
+        if self.command is not None:
+            return " ".join([self.command, *self.args])
+        return mask_url(self.url or "")
 
 
 class LlmSettings(BaseModel):
@@ -322,6 +386,20 @@ class MemorySettings(BaseModel):
     working_ttl: float = Field(default=3600.0, gt=0, alias="CAIRN_WORKING_MEMORY_TTL")
 
 
+class McpSettings(BaseModel):
+    """MCP tool servers (cairn/mcp, docs/adr/0031): CAIRN_MCP_*, servers as [mcp_servers.NAME]."""
+
+    model_config = _prefixed("CAIRN_MCP_")
+
+    servers: dict[str, McpServerSpec] = {}
+    # Seconds to start a server (spawn or connect, handshake, first tool list).
+    connect_timeout: float = Field(default=20.0, gt=0, le=600)
+    # Seconds a tool call may take, unless its server declares its own timeout.
+    call_timeout: float = Field(default=30.0, gt=0, le=3600)
+    # After a server failed to start, seconds before it is tried again (turns go on without it).
+    retry_after: float = Field(default=30.0, ge=0, le=3600)
+
+
 class WorkerSettings(BaseModel):
     """Upkeep and the workers' pacing (cairn/workers): CAIRN_* (no prefix of their own).
 
@@ -393,6 +471,7 @@ class Settings(BaseModel):
         "claude-haiku-4": [1.0, 5.0, 0.1, 1.25],
     }
     workers: WorkerSettings = Field(default_factory=WorkerSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
 
     @model_validator(mode="after")
@@ -462,6 +541,11 @@ class Settings(BaseModel):
             self.matrix.homeserver,
         ):
             found.extend(url_secrets(url))
+        for server in self.mcp.servers.values():
+            given = [v.get_secret_value() for v in (*server.env.values(), *server.headers.values())]
+            # "Bearer TOKEN": the token alone may be logged too.
+            found.extend([*given, *(v.split(" ", 1)[1] for v in given if " " in v.strip())])
+            found.extend(url_secrets(server.url))
         return [v for v in found if v]
 
     def redacted(self) -> dict[str, Any]:
@@ -474,6 +558,13 @@ class Settings(BaseModel):
                 value = str(value)
             elif isinstance(value, str):
                 value = mask_url(value)
+            elif var == "CAIRN_MCP_SERVERS":
+                value = {
+                    name: {**spec.model_dump(mode="json", exclude_defaults=True), "url": spec.where}
+                    if spec.url
+                    else spec.model_dump(mode="json", exclude_defaults=True)
+                    for name, spec in self.mcp.servers.items()
+                }
             shown[var] = value
         return shown
 
@@ -499,7 +590,7 @@ def _fields() -> Iterator[tuple[str, tuple[str, ...]]]:
 
 _WHERE: dict[str, tuple[str, ...]] = dict(_fields())
 # Cairn.toml declares agents as [agents.NAME] tables.
-_OTHER_NAMES = {"AGENTS": "CAIRN_AGENTS"}
+_OTHER_NAMES = {"AGENTS": "CAIRN_AGENTS", "MCP_SERVERS": "CAIRN_MCP_SERVERS"}
 
 
 def variables() -> list[str]:
@@ -602,8 +693,29 @@ def _contradictions(s: Settings) -> list[str]:
             f"CAIRN_AGENT is {s.agent!r}, which is not among the declared agents "
             f"({', '.join(sorted(s.agents))})"
         )
+    problems.extend(_mcp_contradictions(s))
     problems.extend(_slack_contradictions(s.slack))
     problems.extend(_matrix_contradictions(s.matrix))
+    return problems
+
+
+def _mcp_contradictions(s: Settings) -> list[str]:
+    problems: list[str] = []
+    servers = s.mcp.servers
+    for name in servers:
+        if not SERVER_NAME.match(name) or "__" in name:
+            problems.append(
+                f"[mcp_servers.{name}]: a server name is lower-case letters, digits, - and single "
+                "_ (at most 24 characters, starting with a letter), since tools are named "
+                "SERVER__TOOL"
+            )
+    for agent, spec in s.agents.items():
+        for name in spec.mcp_servers or []:
+            if name not in servers:
+                known = ", ".join(sorted(servers)) or "none declared"
+                problems.append(
+                    f"[agents.{agent}] mcp_servers: no MCP server named {name!r} ({known})"
+                )
     return problems
 
 
@@ -690,14 +802,29 @@ def load_settings(**overrides: Any) -> Settings:
 def _describe(exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
-        var = _variable_at(tuple(err.get("loc") or ()))
+        loc = tuple(err.get("loc") or ())
+        var = _variable_at(loc)
         message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        table = _table_at(loc)
+        if table:
+            var = f"{var} ({table})" if var else table
         lines.append(f"{var}: {message}" if var else message)
     # A URL may be quoted in any message (pydantic's or ours): none may show its password.
     return mask_urls("invalid configuration: " + "; ".join(lines))
 
 
 _VARIABLE_AT = {where: var for var, where in _WHERE.items()}
+
+
+def _table_at(loc: tuple[int | str, ...]) -> str:
+    """Where in cairn.toml an error inside a table of tables is: "[mcp_servers.ops] approval"."""
+    parts = [str(p) for p in loc]
+    if parts[:2] == ["mcp", "servers"]:
+        parts = ["mcp_servers", *parts[2:]]
+    if len(parts) < 2 or parts[0] not in {"agents", "mcp_servers"}:
+        return ""
+    key = ".".join(parts[2:])
+    return f"[{parts[0]}.{parts[1]}]" + (f" {key}" if key else "")
 
 
 def _variable_at(loc: tuple[int | str, ...]) -> str | None:

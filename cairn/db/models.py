@@ -79,6 +79,7 @@ class EventKind(StrEnum):
     REACTION = "reaction"  # a reaction added or removed on a message of the thread
     TOOL_CALL = "tool_call"  # the agent asked for a tool, logged before it runs
     TOOL_RESULT = "tool_result"  # what the tool returned
+    APPROVAL = "approval"  # a tool call held for a person's approval (docs/adr/0031)
     REPLY = "reply"  # what the bot says, logged before it is posted
     NOTICE = "notice"  # a bot notice such as "remembered: ..."
     ERROR = "error"  # a failure the session recorded instead of silence

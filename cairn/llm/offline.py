@@ -2,7 +2,8 @@
 
 It speaks the same protocol as a real model, asking for the remember / recall / retract tools
 and then phrasing their results, so the whole path (tool loop, event log, notices, reactions)
-runs the same with or without a network.
+runs the same with or without a network. A person can also drive any tool the agent has (its MCP
+tools among them) with ``run TOOL {json arguments}``, and list them with ``tools``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ HELP = (
     "- remember <fact>: I store it for every thread of this conversation (of the whole "
     "workspace when said in a public channel)\n"
     "- what do you know about <topic>? (or any question): I recall what I stored\n"
-    "- forget <fact>: I retract it (kept for audit, never recalled again)"
+    "- forget <fact>: I retract it (kept for audit, never recalled again)\n"
+    "- tools: the tools I can call; run <tool> {json arguments}: I call one, e.g.\n"
+    '  run ops__service_status {"service": "payments"}'
 )
 
 _REMEMBER = re.compile(
@@ -54,6 +57,8 @@ _MEMO = re.compile(
 _MEMO_LINE = re.compile(
     r'^- memo #(?P<id>\d+) from (?P<sender>\S+) \(priority -?\d+\): (?P<text>".*")$', re.M
 )
+_RUN = re.compile(r"^\s*run\s+(?P<tool>[A-Za-z0-9_-]{1,64})(?:\s+(?P<args>.*?))?\s*$", re.I | re.S)
+_TOOLS = re.compile(r"^\s*(?:tools|list tools|what tools\b.*)\s*\??\s*$", re.I)
 _HELP = re.compile(r"^\s*(?:help|\?|what can you do\??)\s*$", re.I)
 
 # How many words each streamed delta of an answer holds.
@@ -123,6 +128,15 @@ class OfflineLLM:
         memos = _memos(request.context)
         if results:
             return _answer(" ".join(_phrase(r) for r in results), memos)
+        run = _RUN.match(text)
+        # "run the deploy?" is a question, not a tool: only a tool's name (or an MCP-style
+        # SERVER__TOOL, answered with the list when unknown) makes it a command.
+        if run and (
+            run.group("tool") in {t.name for t in request.tools} or "__" in run.group("tool")
+        ):
+            return _run(request, run.group("tool"), run.group("args") or "")
+        if _TOOLS.match(text):
+            return _answer(_tool_list(request))
         intent = _intent(text)
         if intent.tool == "send_memo":
             return _use("send_memo", {"to": intent.recipient, "text": intent.argument})
@@ -138,6 +152,26 @@ class OfflineLLM:
             'I can\'t hold a conversation offline. Try "remember <fact>", '
             '"what do you know about <topic>?" or "forget <fact>".'
         )
+
+
+def _run(request: LLMRequest, tool: str, arguments: str) -> LLMResponse:
+    """A tool call a person asked for in so many words: ``run TOOL {json}``."""
+    known = {t.name for t in request.tools}
+    if tool not in known:
+        return _answer(f"I have no tool named {tool!r}. {_tool_list(request)}")
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        return _answer(f"The arguments of run {tool} must be a JSON object: {exc.msg}.")
+    if not isinstance(parsed, dict):
+        return _answer(f'The arguments of run {tool} must be a JSON object, like {{"key": 1}}.')
+    return _use(tool, parsed)
+
+
+def _tool_list(request: LLMRequest) -> str:
+    if not request.tools:
+        return "I have no tools in this conversation."
+    return "My tools: " + ", ".join(t.name for t in request.tools) + "."
 
 
 def _word_groups(text: str) -> list[str]:
@@ -174,6 +208,22 @@ def _memos(context: str) -> list[str]:
     return found
 
 
+def _phrase_mcp(data: dict[str, Any]) -> str:
+    """An MCP tool's result (cairn/workers/mcp_tools), quoted as what the tool said."""
+    tool, status = data["tool"], data["status"]
+    if status == "awaiting approval":
+        return (
+            f"{tool} needs a person's approval, so it has not run "
+            f"(arguments: {json.dumps(data.get('arguments', {}), ensure_ascii=False)})."
+        )
+    output = str(data.get("output", ""))
+    removed = data.get("secrets_removed")
+    note = f"\n(I removed a secret from its output: {', '.join(removed)})" if removed else ""
+    if status == "ok":
+        return f"{tool} said:\n```\n{output}\n```{note}"
+    return f"{tool} failed ({status}): {output}{note}"
+
+
 def _standing(card: dict[str, Any]) -> str:
     """ ", unconfirmed, flagged ..." for a memory card whose status people should know."""
     status = str(card.get("standing", ""))
@@ -181,11 +231,15 @@ def _standing(card: dict[str, Any]) -> str:
 
 
 def _phrase(result: ToolResultBlock) -> str:
-    if result.is_error:
-        return f"I couldn't do that: {result.content}"
     try:
         data = json.loads(result.content)
     except json.JSONDecodeError:
+        data = None
+    if isinstance(data, dict) and "tool" in data and "status" in data:
+        return _phrase_mcp(data)
+    if result.is_error:
+        return f"I couldn't do that: {result.content}"
+    if not isinstance(data, dict):
         return result.content
     if "memories" in data:
         found = data["memories"]

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from cairn.core.secrets import mask_secrets_in
 from cairn.llm.types import (
     LLM,
     LLMRequest,
@@ -35,12 +36,14 @@ class TurnLog(Protocol):
 
 @dataclass
 class TurnOutcome:
-    """The result of one turn: the reply text and the memories the turn touched."""
+    """The result of one turn: the reply text, the memories the turn touched, and notices
+    for the thread (a tool server that failed)."""
 
     text: str
     used: list[Memory] = field(default_factory=list)
     announced: list[Memory] = field(default_factory=list)
     retracted: list[Memory] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
     rounds: int = 0
     usage: list[Usage] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
@@ -62,7 +65,8 @@ def run_agent(
     each round after the first starts it over (``restart``). ``status`` is told what the
     agent is doing before each tool runs ("searching memory..."), for the person waiting.
     Raises whatever ``llm.complete`` raises (LLMError, LLMAuthError); tool failures are sent
-    back to the model as error results instead.
+    back to the model as error results instead. A call held for a person's approval is
+    recorded as an ``approval`` event between its call and its result.
     """
     messages = list(request.messages)
     outcome = TurnOutcome(text="")
@@ -80,10 +84,17 @@ def run_agent(
         messages.append(Message("assistant", response.content))
         results = []
         for use in response.tool_uses:
-            log.record("tool_call", use.name, {"id": use.id, "input": use.input})
+            # Logged with credentials masked: the log is read by people and by later turns.
+            shown, _ = mask_secrets_in(use.input)
+            log.record("tool_call", use.name, {"id": use.id, "input": shown})
             if status is not None:
                 status(doing(use.name))
             result = toolbox.run(use.name, use.input)
+            if result.approval is not None:
+                # The call did not run: the pending call is recorded for a person to decide.
+                log.record(
+                    "approval", f"awaiting approval: {use.name}", {**result.approval, "id": use.id}
+                )
             log.record(
                 "tool_result",
                 result.content,
@@ -92,6 +103,8 @@ def run_agent(
             outcome.used.extend(result.used)
             outcome.announced.extend(result.announced)
             outcome.retracted.extend(result.retracted)
+            if result.notice:
+                outcome.notices.append(result.notice)
             results.append(ToolResultBlock(use.id, result.content, result.is_error))
         messages.append(Message("user", tuple(results)))
     # The model kept asking for tools: answer with what the turn achieved rather than loop on.

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +30,8 @@ from cairn.memory.store import retraction_notice
 from cairn.memory.supersession import change_note
 from cairn.memory.working import Scratchpad
 from cairn.memos import ALL_AGENTS, MemoBox
+from cairn.workers.mcp_tools import RemoteTools
+from cairn.workers.outcome import ToolOutcome
 from cairn.workers.tool_args import (
     ARGUMENTS,
     CONTEXT_TOOL_SPECS,
@@ -60,22 +61,12 @@ __all__ = [
     "MEMO_TOOL_SPECS",
     "SCRATCHPAD_TOOL_SPECS",
     "TOOL_SPECS",
+    "RemoteTools",
     "ToolOutcome",
     "Toolbox",
     "doing",
     "looks_like_instruction",
 ]
-
-
-@dataclass
-class ToolOutcome:
-    """What a tool call produced: the text for the model, and the memories it touched."""
-
-    content: str
-    is_error: bool = False
-    used: list[Memory] = field(default_factory=list)
-    announced: list[Memory] = field(default_factory=list)
-    retracted: list[Memory] = field(default_factory=list)
 
 
 # What the person waiting is told while a tool runs (Slack's assistant status, for instance).
@@ -116,11 +107,13 @@ class Toolbox:
         agents: Sequence[str] = (),
         allowed: Collection[str] | None = None,
         scratchpad: Scratchpad | None = None,
+        remote: RemoteTools | None = None,
     ) -> None:
         """``context`` (the turn of the context engine) enables the state and artifact tools;
         ``memos`` the memo tools, addressed to one of ``agents``; ``allowed`` (the agent's
-        declared tools) hides every other tool; ``scratchpad`` (the session's working memory)
-        enables the scratchpad tools."""
+        declared tools) hides every other built-in tool; ``scratchpad`` (the session's working
+        memory) enables the scratchpad tools; ``remote`` adds the agent's MCP tools."""
+        self.remote = remote
         self.store = store
         self.scope = scope
         self.source = source
@@ -154,11 +147,15 @@ class Toolbox:
     def specs(self) -> tuple[ToolSpec, ...]:
         """The specs of the tools this toolbox runs."""
         every = TOOL_SPECS + CONTEXT_TOOL_SPECS + MEMO_TOOL_SPECS + SCRATCHPAD_TOOL_SPECS
-        return tuple(s for s in every if s.name in self._tools)
+        builtin = tuple(s for s in every if s.name in self._tools)
+        return builtin + (self.remote.specs if self.remote is not None else ())
 
     def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """Run tool ``name``; bad input and unknown tools come back as error outcomes."""
         tool = self._tools.get(name)
+        if tool is None and self.remote is not None and self.remote.has(name):
+            # Quoted as data, long output as a card, secrets masked: see RemoteTools.run.
+            return self.remote.run(name, arguments)
         if tool is None:
             return ToolOutcome(f"unknown tool {name!r}", is_error=True)
         try:

@@ -191,3 +191,13 @@ def test_remembered_bm25_scores_are_the_scores_of_a_fresh_index() -> None:
     docs = ["the cache on db-1 is full", "deploy payments v2", "db-1 failover drill at noon"]
     for query in ("db-1 cache", "payments", "db-1 cache"):
         assert list(bm25_scores(docs, query)) == BM25(docs).scores(query)
+
+
+def test_a_tool_call_held_for_approval_stays_in_the_checkpoints_activity() -> None:
+    t = Thread()
+    t.say("restart payments please")
+    t.add(EventKind.TOOL_CALL, "ops__restart_service", "", input={"service": "payments"})
+    t.add(EventKind.APPROVAL, "awaiting approval: ops__restart_service", "",
+          status="pending", arguments={"service": "payments"})  # fmt: skip
+    [line] = [a for a in t.state.recent_activity if "awaiting approval" in a]
+    assert line == 'turn 1: awaiting approval: ops__restart_service {"service": "payments"}'

@@ -263,6 +263,10 @@ def fold(state: SessionState, event: EventView, *, distill_chars: int, hydrate_a
         return _fold_tool_result(state, event, distill_chars)
     elif event.kind == EventKind.ERROR:
         _note_activity(state, f"turn {state.turn}: error {_clip(event.text, 80)}")
+    elif event.kind == EventKind.APPROVAL:
+        # A held tool call stays in view: later turns know it has not run (docs/adr/0031).
+        args = json.dumps(event.data.get("arguments", {}), ensure_ascii=False)
+        _note_activity(state, f"turn {state.turn}: {_clip(event.text + ' ' + args, 160)}")
     return Folded()
 
 
