@@ -212,7 +212,7 @@ def _conversation(
     extra = tools_tokens(tools)
     turns = list(_turns(conversation))
     last = datetime.min.replace(tzinfo=UTC)
-    for number, (dia_id, line, when, session_name) in enumerate(turns, 1):
+    for number, (dia_id, line, when, session_name, _speaker) in enumerate(turns, 1):
         user, text = line.split(": ", 1)
         event = log.append(
             sid, session.tenant_id, EventKind.MESSAGE, text=text, user=user,

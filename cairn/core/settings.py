@@ -304,6 +304,9 @@ class MemorySettings(BaseModel):
     # Boost for a fact whose subject the query names ("who owns payments?" for "Alice owns
     # payments"; see cairn/memory/claims.asks_about).
     weight_subject: float = Field(default=1.0, ge=0)
+    # Boost for a memory whose author the query names ("what did Caroline paint?" for a turn
+    # Caroline wrote; see cairn/memory/speakers). Chosen held-out (ADR 0030).
+    weight_speaker: float = Field(default=0.5, ge=0)
     # Off: newer values of a fact no longer end older ones (what Cairn did before issue 20).
     supersede: bool = True
     weight_warm: float = Field(default=0.9, ge=0, le=1)
