@@ -251,7 +251,7 @@ def _conversation(
     pool_k = engines[report.budgets[0]].recall_size(recall_k)  # as the pipeline recalls
     turns = list(_turns(conversation))
     last = datetime.min.replace(tzinfo=UTC)
-    for number, (dia_id, line, when, session_name) in enumerate(turns, 1):
+    for number, (dia_id, line, when, session_name, _speaker) in enumerate(turns, 1):
         user, text = line.split(": ", 1)
         event = log.append(
             sid, session.tenant_id, EventKind.MESSAGE, text=text, user=user,

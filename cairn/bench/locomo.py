@@ -47,8 +47,9 @@ def _scratch_store(
             db.dispose()
 
 
-def _turns(conversation: dict[str, Any]) -> Iterator[tuple[str, str, datetime, str]]:
-    """(dia_id, text, when, session) of every turn; only turns, speakers and dates are read."""
+def _turns(conversation: dict[str, Any]) -> Iterator[tuple[str, str, datetime, str, str]]:
+    """(dia_id, text, when, session, speaker) of every turn; only turns, speakers and dates are
+    read."""
     sessions = sorted(
         int(m.group(1))
         for key in conversation
@@ -60,7 +61,8 @@ def _turns(conversation: dict[str, Any]) -> Iterator[tuple[str, str, datetime, s
             text = f"{turn['speaker']}: {turn['text']}"
             if turn.get("blip_caption"):
                 text += f" [shares an image: {turn['blip_caption']}]"
-            yield turn["dia_id"], text, start + timedelta(seconds=30 * i), f"session_{n}"
+            when = start + timedelta(seconds=30 * i)
+            yield turn["dia_id"], text, when, f"session_{n}", turn["speaker"]
 
 
 def _evidence(item: dict[str, Any]) -> set[str]:
@@ -84,20 +86,26 @@ class StoredConversation:
 
 def store_conversation(store: MemoryStore, path: Path) -> StoredConversation:
     """Store every turn of the conversation in ``path`` as an episodic memory ("Speaker:
-    text", at its session's date and time) of a tenant of its own; flushes the index."""
+    text", at its session's date and time, by its speaker as a chat message is by its author)
+    of a tenant of its own; flushes the index."""
     record = json.loads(path.read_text())
     conversation = record.get("conversation", record)
     scope = Scope(f"locomo:{path.stem}", "bench")
     dia_of: dict[int, str] = {}
     created: dict[int, datetime] = {}
     last = datetime.min.replace(tzinfo=UTC)
-    for dia_id, text, when, session in _turns(conversation):
+    for dia_id, text, when, session, speaker in _turns(conversation):
         written = store.remember(
             text,
             scope,
             kind="episode",
             visibility=Visibility.TEAM,
-            source=Source(platform="locomo", thread=f"{path.stem}/{session}", message=dia_id),
+            source=Source(
+                platform="locomo",
+                thread=f"{path.stem}/{session}",
+                message=dia_id,
+                author=speaker,
+            ),
             created_at=when,
             flush=False,
         )

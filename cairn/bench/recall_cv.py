@@ -36,8 +36,15 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
 # The weights recall is tuned by, and the values tried (ADR 0030 says why these).
 GRID: tuple[dict[str, float], ...] = tuple(
-    {"weight_context": context, "weight_lexical": lexical, "weight_dense": round(1 - lexical, 2)}
-    for context, lexical in itertools.product((0.3, 0.5, 0.7, 0.9), (0.5, 0.6, 0.7))
+    {
+        "weight_context": context,
+        "weight_lexical": lexical,
+        "weight_dense": round(1 - lexical, 2),
+        "weight_speaker": speaker,
+    }
+    for context, lexical, speaker in itertools.product(
+        (0.3, 0.5, 0.7, 0.9), (0.5, 0.6, 0.7), (0.0, 0.25, 0.5, 1.0)
+    )
 )
 
 

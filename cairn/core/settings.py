@@ -347,9 +347,11 @@ class MemorySettings(BaseModel):
     fusion: Literal["score", "rrf"] = "score"
     # How many candidates each of the lexical and dense searches proposes.
     candidates: int = Field(default=50, ge=5, le=1000)
+    # Cross-validation prefers 0.7 / 0.3 on LoCoMo, but a dense weight under 0.4 lets a memory
+    # with two "not useful" reactions stay in a top 5 (cairn bench feedback; ADR 0030).
     weight_lexical: float = Field(default=0.6, ge=0)
     weight_dense: float = Field(default=0.4, ge=0)
-    weight_context: float = Field(default=0.5, ge=0)
+    weight_context: float = Field(default=0.7, ge=0)
     # How many turns either side of a matching episodic turn share its relevance.
     context_turns: int = Field(default=2, ge=0, le=10)
     # Boost for memories written within a date the query names ("on 9 November, 2022").
@@ -371,6 +373,9 @@ class MemorySettings(BaseModel):
     # Boost for a fact whose subject the query names ("who owns payments?" for "Alice owns
     # payments"; see cairn/memory/claims.asks_about).
     weight_subject: float = Field(default=1.0, ge=0)
+    # Boost for a memory whose author the query names ("what did Caroline paint?" for a turn
+    # Caroline wrote; see cairn/memory/speakers). Chosen held-out (ADR 0030).
+    weight_speaker: float = Field(default=0.5, ge=0)
     # Off: newer values of a fact no longer end older ones (what Cairn did before issue 20).
     supersede: bool = True
     weight_warm: float = Field(default=0.9, ge=0, le=1)

@@ -4,7 +4,8 @@ Fusion is, by default, a weighted sum of min-max normalised lexical and dense sc
 (``CAIRN_MEMORY_FUSION=score``); weighted reciprocal-rank fusion (``rrf``) is the alternative.
 On LoCoMo, score fusion found 0.61 of the evidence in the top 5 where rank fusion found 0.51:
 ranks throw away how far ahead the best candidate is. The fused relevance is then nudged,
-never overridden, by recency decay, usefulness, validity, disputes, tier, scope and whether a
+never overridden, by recency decay, usefulness, validity, disputes, tier, scope, whether the
+query names the memory's author (see :mod:`cairn.memory.speakers`) and whether a
 newer value replaced a fact (see :mod:`cairn.memory.supersession`). Every
 weight is a field of the memory settings (``settings.memory``, ``CAIRN_MEMORY_*``).
 """
@@ -70,6 +71,7 @@ class Standing:
     untrusted: bool = False  # from an untrusted author and not yet confirmed by a person
     flagged: bool = False  # reads like an instruction, and not yet confirmed by another person
     stale: bool = False  # a fact's value that did not hold at the time asked about (or now)
+    named: bool = False  # its author is named in the query (see cairn.memory.speakers)
 
 
 def modifier(w: MemorySettings, standing: Standing, now: datetime) -> float:
@@ -95,6 +97,8 @@ def modifier(w: MemorySettings, standing: Standing, now: datetime) -> float:
         factor *= w.weight_flagged
     if standing.stale:
         factor *= w.weight_superseded
+    if standing.named:
+        factor *= 1.0 + w.weight_speaker
     return max(factor, 0.0)
 
 

@@ -28,6 +28,7 @@ from cairn.memory.periods import Period, mentioned_periods, without_dates
 from cairn.memory.ranking import Standing, fuse, fuse_scores, modifier, neighbours_boost
 from cairn.memory.records import Memory, visible_to
 from cairn.memory.scope import Scope
+from cairn.memory.speakers import named_speaker
 from cairn.memory.supersession import as_of, stale, valid_at
 from cairn.memory.terms import terms
 
@@ -147,10 +148,10 @@ class Recall:
         written within a date the query names ("on 9 November, 2022") are preferred, and so are
         facts that held then; episodic turns borrow relevance from the turns around them in the
         conversation; and the result is weighted by recency, validity, usefulness, disputes,
-        tier, scope and supersession (a fact a newer value replaced ranks lower, unless the
-        query asks about a time it held). ``touch``
-        counts the recall on the returned memories (on the best ``counted`` of them when
-        given: a caller that recalls a pool to fill spare room, as the context engine's
+        tier, scope, whether the query names the memory's author, and supersession (a fact a
+        newer value replaced ranks lower, unless the query asks about a time it held).
+        ``touch`` counts the recall on the returned memories (on the best ``counted`` of them
+        when given: a caller that recalls a pool to fill spare room, as the context engine's
         pipeline does, counts what it would have recalled without it); ``now`` is the clock
         for recency;
         ``vector`` is the query's embedding when the caller has it already.
@@ -203,8 +204,11 @@ class Recall:
             if w.weight_context > 0 and w.context_turns > 0:
                 neighbours = self._neighbours(conn, scope, rows, w.context_turns)
                 scores = neighbours_boost(fused, neighbours, w.weight_context)
+            # The author's name is weighed after the neighbours' share: an answer often follows
+            # the other speaker's question, and is then found through that question's words.
+            asked = frozenset(terms(search)) if w.weight_speaker > 0 else frozenset()
             weighted = {
-                mid: scores[mid] * modifier(w, _standing(row, scope, instants), now)
+                mid: scores[mid] * modifier(w, _standing(row, scope, instants, asked), now)
                 for mid, row in rows.items()
                 if mid in scores
             }
@@ -412,7 +416,12 @@ def _within(row: Any, periods: Sequence[Period], instants: Sequence[datetime]) -
     return any(row.created_at in period for period in periods)
 
 
-def _standing(row: MemoryRow | Any, scope: Scope, instants: Sequence[datetime] = ()) -> Standing:
+def _standing(
+    row: MemoryRow | Any,
+    scope: Scope,
+    instants: Sequence[datetime] = (),
+    asked: frozenset[str] = frozenset(),
+) -> Standing:
     created, recalled = row.created_at, row.last_recalled_at
     touched = recalled if recalled is not None and recalled > created else created
     same_place = bool(
@@ -429,4 +438,5 @@ def _standing(row: MemoryRow | Any, scope: Scope, instants: Sequence[datetime] =
         untrusted=row.untrusted and not row.confirmed,
         flagged=row.flagged and not row.confirmed,
         stale=stale(row, instants),
+        named=bool(asked and row.author) and named_speaker(row.author, asked),
     )

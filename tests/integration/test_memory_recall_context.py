@@ -1,4 +1,5 @@
-"""Recall beyond similarity: the date a question names, and the turns around a matching turn."""
+"""Recall beyond similarity: the date a question names, the turns around a matching turn, and
+the person a question names."""
 
 from __future__ import annotations
 
@@ -96,3 +97,35 @@ def test_turns_of_another_thread_lend_nothing(store: MemoryStore) -> None:
     alone = _with(store, context_turns=0).recall(question, OPS, 5, now=LATER, touch=False)
     assert next(iter(found)) == asked
     assert found.get(other) == {r.memory.id: r.score for r in alone}.get(other)
+
+
+def test_a_question_naming_a_person_prefers_what_that_person_said(store: MemoryStore) -> None:
+    when = datetime(2024, 5, 1, 9, tzinfo=UTC)
+    said = {  # as near as three texts get: only the day differs
+        "@caroline:example.org": "I painted a sunset by the lake on Sunday",
+        "U024BE7LH": "I painted a sunset by the lake on Monday",
+        "@melanie:example.org": "I painted a sunset by the lake on Tuesday",
+    }
+    ids = {}
+    for n, (author, text) in enumerate(said.items()):
+        written = store.remember(
+            text,
+            OPS,
+            kind="episode",
+            visibility=Visibility.TEAM,
+            source=Source(platform="matrix", thread=f"t{n}", author=author),
+            created_at=when + timedelta(minutes=n),
+            flush=False,
+        )
+        ids[author] = written.memory.id
+    store.flush_outbox()
+    question = "What did Caroline paint by the lake?"
+    named = _with(store, weight_speaker=1.0).recall(question, OPS, 3, now=LATER, touch=False)
+    unnamed = _with(store, weight_speaker=0.0).recall(question, OPS, 3, now=LATER, touch=False)
+    assert named[0].memory.id == ids["@caroline:example.org"]
+    before = {r.memory.id: r.score for r in unnamed}
+    after = {r.memory.id: r.score for r in named}
+    assert after == pytest.approx(
+        {mid: score * (2.0 if mid == ids["@caroline:example.org"] else 1.0)
+         for mid, score in before.items()}
+    )  # fmt: skip

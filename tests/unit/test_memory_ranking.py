@@ -44,6 +44,8 @@ def test_feedback_tier_and_place_move_the_modifier_as_weighted() -> None:
     assert modifier(w, _standing(tier="cold"), NOW) == neutral * w.weight_cold
     assert modifier(w, _standing(same_place=True), NOW) == neutral * (1 + w.weight_scope)
     assert modifier(MemorySettings(weight_validity=0), _standing(validity=5.0), NOW) == neutral
+    assert modifier(w, _standing(named=True), NOW) == neutral * (1 + w.weight_speaker)
+    assert modifier(MemorySettings(weight_speaker=0), _standing(named=True), NOW) == neutral
 
 
 def test_score_fusion_keeps_margins_and_keeps_proposals_above_absentees() -> None:
