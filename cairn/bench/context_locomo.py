@@ -209,7 +209,7 @@ def _warmed(
     if embedder is None:
         return None
     texts = set()
-    for _, line, _, _ in _turns(conversation):
+    for _, line, *_ in _turns(conversation):
         texts |= {line, line.split(": ", 1)[1]}
     texts |= {str(item["question"]) for item in asked}
     ordered = sorted(texts, key=len)
