@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_console_chat import CAIRN, _env, chat
+from tests.e2e.test_console_chat import CAIRN, _env, _wait_ready, chat
 from tests.support.mcp_server import free_port, read_calls, running_http_server
 from tests.support.messages_server import MessagesServer
 
@@ -358,8 +358,6 @@ def test_a_credential_in_the_models_tool_arguments_is_never_stored(
 def test_mcp_tools_run_in_a_celery_worker_on_redis(
     stdio_deployment: Deployment, redis_url: str
 ) -> None:
-    import time
-
     from tests.support.processes import stop_group
 
     env = stdio_deployment.env(CAIRN_BROKER_URL=redis_url)
@@ -373,11 +371,7 @@ def test_mcp_tools_run_in_a_celery_worker_on_redis(
             start_new_session=True,
         )
         try:
-            deadline = time.monotonic() + 60
-            while "ready." not in log_path.read_text():
-                assert proc.poll() is None, log_path.read_text()
-                assert time.monotonic() < deadline, log_path.read_text()
-                time.sleep(0.2)
+            _wait_ready(log_path, proc)
             script = (
                 'run ops__service_status {"service": "payments"}\n'
                 'run ops__restart_service {"service": "payments"}\n'
