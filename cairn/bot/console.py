@@ -22,6 +22,7 @@ from cairn.core.reactions import reaction_effect
 from cairn.core.text import printable
 from cairn.db import is_unavailable
 from cairn.db.models import EventStatus
+from cairn.sessions.approvals import Approvals
 from cairn.sessions.events import ChatEvent, EventType, checked_name
 from cairn.sessions.ingest import Admission
 from cairn.sessions.outbox import Outbox
@@ -40,6 +41,8 @@ COMMANDS = """\
 /agent NAME      address agent NAME from now on ("ops: ..." addresses one message)
 /react EMOJI     react to the bot's last message in this thread (e.g. /react +1, /react x)
 /unreact EMOJI   remove that reaction again
+/approve [N]     approve request N for a tool call (default: this thread's oldest open one)
+/deny [N]        deny it: the tool does not run
 /paste           start a multi-line message; /end sends it
 /help            this list
 /quit            leave (end of input works too)"""
@@ -153,6 +156,8 @@ class Console:
             if not arg:
                 raise CairnError(f"/{name} needs an emoji, e.g. /{name} +1")
             self.react(arg, removed=name == "unreact")
+        elif name in {"approve", "deny"}:
+            self.decide(name, arg)
         else:
             raise CairnError(f"unknown command /{name}; /help lists the commands")
         return True
@@ -207,6 +212,36 @@ class Console:
         status = "handled" if effect else "ignored"
         text = acks[0] if acks else f":{name}: {status}"
         self._emit("reaction", text, emoji=name, effect=effect, status=status, removed=removed)
+
+    def decide(self, decision: str, number: str = "") -> None:
+        """Approve or deny request ``number`` for a held tool call (this thread's oldest open
+        one when empty), and print what came of it.
+
+        The console is the operator's own terminal: its user counts as an admin, so anyone
+        CAIRN_MCP_APPROVERS or a server's ``approvers`` name by "admins" may decide here; a
+        list of people is checked against the current /user.
+        """
+        if number and not number.lstrip("#").isdigit():
+            raise CairnError(f"/{decision} takes a request number, e.g. /{decision} 3")
+        number = number.lstrip("#")
+        if not number:
+            waiting = self._patiently(
+                lambda: Approvals(self.rt.db).open_in(self.tenant, CHANNEL, self.state.thread)
+            )
+            if not waiting:
+                raise CairnError("no request in this thread is waiting for a decision")
+            number = str(waiting[0].id)
+        event = self._event(
+            type=EventType.DECISION, decision=decision, target_id=number, admin=True
+        )
+        result = self._patiently(lambda: self.pipeline.accept(event))
+        if result.admission is Admission.DUPLICATE:
+            self._emit("decision", f"request #{number}: already taken", status="duplicate")
+            return
+        if result.answer:
+            self._emit("decision", result.answer, approval=int(number), status="refused")
+        if result.event_row is not None:
+            self._await(result.event_row)
 
     def _await(self, event_row: int | None, quiet_kinds: set[str] | None = None) -> list[str]:
         """Wait until the event is handled, then print its outbound messages."""
@@ -324,13 +359,19 @@ class Console:
                 if reply.kind == "reply" and streamed.strip() == reply.text.strip():
                     continue  # shown already, as it was written
             failed = reply.kind == "error"  # the bot's apology is still a reply
+            extra: dict[str, Any] = {"failed": True} if failed else {}
+            text = reply.text
+            if reply.kind == "approval":
+                number = reply.data.get("approval")
+                extra["approval"] = number
+                text += f" Answer with /approve {number} or /deny {number}."
             self._emit(
                 "reply" if failed else reply.kind,
-                reply.text,
+                text,
                 id=reply.outbound_id,
                 thread=reply.thread,
                 agent=reply.agent,
-                **({"failed": True} if failed else {}),
+                **extra,
             )
         return quiet
 

@@ -52,6 +52,8 @@ class Pipeline:
     def accept(self, event: ChatEvent) -> Ingested:
         """Validate, dedupe and log ``event``, then queue its session if there is work.
 
+        A decision on a held tool call that is not taken (a person not allowed, a request
+        expired or decided already) comes back REFUSED with the answer to show that person.
         Raises InvalidInput for a malformed event (nothing stored) and QueueError when the
         broker is unreachable (the event is stored and will be re-queued by :meth:`recover`).
         While the database is unavailable it raises the driver's error as it is (see
@@ -63,9 +65,13 @@ class Pipeline:
             event,
             agent=event.agent or self.rt.settings.agent,
             max_chars=self.rt.settings.max_message_chars,
+            settings=self.rt.settings,
         )
         EVENTS.labels(event.platform, event.type.value, result.admission.value).inc()
-        if result.admission is Admission.QUEUED and result.session_id is not None:
+        queued = result.admission is Admission.QUEUED or (
+            result.admission is Admission.REFUSED and result.event_row is not None
+        )
+        if queued and result.session_id is not None:
             self.dispatcher.submit(result.session_id)
         return result
 

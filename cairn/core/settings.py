@@ -107,6 +107,9 @@ class AgentSpec(BaseModel):
     # model sees ("ops__service_*"); None: every tool of those servers (docs/adr/0031).
     mcp_servers: list[str] | None = None
     mcp_tools: list[str] | None = None
+    # Who may approve this agent's tool calls that need approval: user ids, or "admins" (the
+    # workspace or room admins, and CAIRN_ADMINS); None: as the server and CAIRN_MCP_APPROVERS say.
+    approvers: list[str] | None = None
 
 
 SERVER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,23}$")
@@ -138,6 +141,10 @@ class McpServerSpec(BaseModel):
     approvals: dict[str, Approval] = {}
     # Seconds a call may take before the model is told it timed out; None: CAIRN_MCP_CALL_TIMEOUT.
     timeout: float | None = Field(default=None, gt=0, le=3600)
+    # Who may approve this server's calls: user ids, or "admins"; None: CAIRN_MCP_APPROVERS.
+    approvers: list[str] | None = None
+    # Seconds a request for approval stays open; None: CAIRN_MCP_APPROVAL_TTL.
+    approval_ttl: float | None = Field(default=None, ge=1, le=7 * 86400)
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerSpec:
@@ -403,6 +410,14 @@ class McpSettings(BaseModel):
     call_timeout: float = Field(default=30.0, gt=0, le=3600)
     # After a server failed to start, seconds before it is tried again (turns go on without it).
     retry_after: float = Field(default=30.0, ge=0, le=3600)
+    # Who may approve a call, unless its server or agent names people: user ids, or "admins"
+    # (the workspace or room admins, and CAIRN_ADMINS).
+    approvers: list[str] = ["admins"]
+    # Seconds a request for approval stays open before it expires unanswered.
+    approval_ttl: float = Field(default=900.0, ge=1, le=7 * 86400)
+    # The reactions that approve and deny a request (short names: white_check_mark is ✅).
+    approve_reaction: str = Field(default="white_check_mark", min_length=1, max_length=100)
+    deny_reaction: str = Field(default="x", min_length=1, max_length=100)
 
 
 class WorkerSettings(BaseModel):

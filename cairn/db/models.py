@@ -26,6 +26,7 @@ __all__ = [
     "USER_CHARS",
     "AgentRow",
     "AgentSession",
+    "ApprovalStatus",
     "Artifact",
     "ContextArtifact",
     "ContextCheckpoint",
@@ -45,6 +46,7 @@ __all__ = [
     "SessionEvent",
     "StreamedReply",
     "Tenant",
+    "ToolApproval",
     "utcnow",
 ]
 
@@ -80,6 +82,7 @@ class EventKind(StrEnum):
     TOOL_CALL = "tool_call"  # the agent asked for a tool, logged before it runs
     TOOL_RESULT = "tool_result"  # what the tool returned
     APPROVAL = "approval"  # a tool call held for a person's approval (docs/adr/0031)
+    DECISION = "decision"  # a person approved or denied a held call, or it expired (inbound)
     REPLY = "reply"  # what the bot says, logged before it is posted
     NOTICE = "notice"  # a bot notice such as "remembered: ..."
     ERROR = "error"  # a failure the session recorded instead of silence
@@ -214,6 +217,59 @@ class OutboundMessage(SQLModel, table=True):
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
     sent_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+
+
+class ApprovalStatus(StrEnum):
+    """Where a tool call held for approval stands (docs/adr/0031).
+
+    ``pending`` until a person decides or it expires; an approved call becomes ``running``
+    when a worker takes it (a guarded update: it runs once) and ``ran`` when its result is kept.
+    """
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    RUNNING = "running"
+    RAN = "ran"
+
+
+class ToolApproval(SQLModel, table=True):
+    """A tool call that waits, waited or ran after a person's approval (docs/adr/0031).
+
+    Written with the reply of the turn that asked for it (so a turn redone after a crash asks
+    once); unique per turn and tool call. The guarded moves of ``status`` make a decision count
+    once and an approved call run once; ``result`` keeps what the model was given of its run.
+    """
+
+    __tablename__ = "tool_approval"
+    __table_args__ = (
+        UniqueConstraint("cause_event_id", "tool_use_id", name="uq_approval_call"),
+        Index("ix_approval_due", "status", "expires_at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="agent_session.id", index=True)
+    tenant_id: str = Field(max_length=TENANT_CHARS)
+    cause_event_id: int = Field(foreign_key="session_event.id")
+    tool_use_id: str = Field(max_length=REF_CHARS)
+    agent: str = Field(default="", max_length=AGENT_CHARS)
+    tool: str = Field(max_length=REF_CHARS)  # the name the model called (SERVER__TOOL)
+    server: str = Field(max_length=AGENT_CHARS)
+    server_tool: str = Field(max_length=REF_CHARS)
+    arguments: dict[str, Any] = _json()
+    requested_by: str = Field(default="", max_length=USER_CHARS)
+    requested_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
+    )
+    expires_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False))
+    status: str = Field(default=ApprovalStatus.PENDING, max_length=16)
+    decided_by: str = Field(default="", max_length=USER_CHARS)
+    decided_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    started_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    duration_ms: float | None = None
+    outcome: str = Field(default="", max_length=32)
+    result: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
 
 
 class StreamedReply(SQLModel, table=True):

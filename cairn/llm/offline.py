@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.llm.types import (
+    DECISION_PREFIX,
     LLMRequest,
     LLMResponse,
     TextBlock,
@@ -128,6 +129,8 @@ class OfflineLLM:
         memos = _memos(request.context)
         if results:
             return _answer(" ".join(_phrase(r) for r in results), memos)
+        if text.startswith(DECISION_PREFIX):
+            return _answer(_phrase_decision(text.removeprefix(DECISION_PREFIX)), memos)
         run = _RUN.match(text)
         # "run the deploy?" is a question, not a tool: only a tool's name (or an MCP-style
         # SERVER__TOOL, answered with the list when unknown) makes it a command.
@@ -222,6 +225,25 @@ def _phrase_mcp(data: dict[str, Any]) -> str:
     if status == "ok":
         return f"{tool} said:\n```\n{output}\n```{note}"
     return f"{tool} failed ({status}): {output}{note}"
+
+
+def _phrase_decision(body: str) -> str:
+    """A person's decision on a held tool call, and what the call gave if it ran."""
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError:
+        return "A decision on a tool call arrived that I could not read."
+    tool, number = data.get("tool", "the tool"), data.get("approval", "?")
+    decision, who = data.get("decision"), data.get("decided_by") or "someone"
+    if decision == "denied":
+        return f"{who} denied request #{number}, so {tool} did not run."
+    if decision == "expired":
+        return f"Request #{number} expired unanswered, so {tool} did not run."
+    if data.get("status") == "unknown":
+        return f"{who} approved request #{number}, but whether {tool} took effect is unknown: " + (
+            str(data.get("output", ""))
+        )
+    return f"{who} approved request #{number}. " + _phrase_mcp(data)
 
 
 def _standing(card: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
+    "DECISION_PREFIX",
     "LLM",
     "Block",
     "LLMRequest",
@@ -22,6 +23,10 @@ __all__ = [
     "ToolUseBlock",
     "Usage",
 ]
+
+# What starts the turn a person's decision on a held tool call resumes (docs/adr/0031): the
+# JSON after it is data (the decision and what the call gave), never instructions.
+DECISION_PREFIX = "[decision on a held tool call, as data] "
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from cairn.db.models import (
 )
 
 __all__ = [
+    "DECISIONS",
     "NAME_LIMITS",
     "ChatEvent",
     "ChatReply",
@@ -60,12 +61,17 @@ _LABELS = {
 # "\ud83d" escape in JSON decodes to; no database and no UTF-8 stream can take one.
 
 
+# What a person may say of a tool call held for approval.
+DECISIONS = ("approve", "deny")
+
+
 class EventType(StrEnum):
     """What happened in the chat."""
 
     MESSAGE = "message"
     REACTION_ADDED = "reaction_added"
     REACTION_REMOVED = "reaction_removed"
+    DECISION = "decision"  # a person approves or denies a tool call held for approval
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +82,8 @@ class ChatEvent:
     ``thread`` names the thread, and so the agent session, within ``channel``. ``event_id`` is
     the platform's id of this delivery (dedupe key); ``message_id`` is the id of the message
     itself (Slack ``ts``, Matrix event id), used to collapse double deliveries of one message.
+    For a decision on a held tool call (a button, ``/approve``), ``decision`` is ``approve`` or
+    ``deny`` and ``target_id`` the approval's id (a reaction on the request message decides too).
     For reactions, ``reaction`` is the emoji name and ``target_id`` the message reacted to;
     whatever form of the emoji a frontend passes (``:+1:``, ``+1::skin-tone-2``, ``👍``), the
     event keeps its short name (``+1``), the one form the rest of Cairn sees.
@@ -102,6 +110,7 @@ class ChatEvent:
     agent: str | None = None
     reaction: str | None = None
     target_id: str | None = None
+    decision: str | None = None
     addressed: bool = True
     untrusted: bool = False
     admin: bool = False
@@ -150,6 +159,14 @@ class ChatEvent:
                 )
             text, removed = mask_secrets(text)
             return _replace(self, text=text, secrets=tuple(removed))
+        if self.type is EventType.DECISION:
+            if self.decision not in DECISIONS:
+                raise InvalidInput(
+                    f"a decision is approve or deny, not {printable(str(self.decision))[:40]!r}"
+                )
+            if not (self.target_id or "").isdigit():
+                raise InvalidInput("a decision needs the number of the request it answers")
+            return self
         if not self.reaction or not self.target_id:
             raise InvalidInput("a reaction event needs the emoji and the message it is on")
         return self

@@ -11,14 +11,16 @@ turns the logged, unaddressed copy into that agent's work, once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
+from cairn.core.settings import Settings
 from cairn.db.models import EventKind, EventStatus, SessionEvent
+from cairn.sessions.approvals import Approvals, decision_of_reaction
 from cairn.sessions.events import ChatEvent, EventType
 from cairn.sessions.log import EventLog, ThreadRef
 from cairn.sessions.outbox import message_at
@@ -32,6 +34,7 @@ class Admission(StrEnum):
     QUEUED = "queued"  # written to the log; a worker must handle it
     DUPLICATE = "duplicate"  # seen before: nothing written, nothing to do
     IGNORED = "ignored"  # not for us (e.g. a reaction on a message that isn't the bot's)
+    REFUSED = "refused"  # a decision not taken: see ``answer`` (tell the person privately)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,17 +44,44 @@ class Ingested:
     admission: Admission
     session_id: int | None = None
     event_row: int | None = None
+    answer: str = ""
 
 
-def ingest(log: EventLog, event: ChatEvent, *, agent: str, max_chars: int) -> Ingested:
+def ingest(
+    log: EventLog,
+    event: ChatEvent,
+    *,
+    agent: str,
+    max_chars: int,
+    settings: Settings | None = None,
+) -> Ingested:
     """Validate ``event`` and append it to its session's log as pending work.
 
-    Raises InvalidInput for an empty, oversized or malformed event (nothing is written).
+    A decision on a held tool call (a DECISION event, or the approve or deny reaction on the
+    request; ``settings`` says who may decide) is applied by
+    :meth:`~cairn.sessions.approvals.Approvals.decide`; one not taken is REFUSED with the
+    answer for the person. Raises InvalidInput for an empty, oversized or malformed event
+    (nothing is written).
     """
     event = event.validated(max_chars)
     if event.type is EventType.MESSAGE:
         return _message(log, event, agent)
-    return _reaction(log, event)
+    if event.type is EventType.DECISION:
+        return _decision(log, event, settings)
+    return _reaction(log, event, settings)
+
+
+def _decision(log: EventLog, event: ChatEvent, settings: Settings | None) -> Ingested:
+    if settings is None:
+        return Ingested(Admission.REFUSED, answer="decisions on tool calls are not taken here")
+    decided = Approvals(log.db).decide(log, event, settings)
+    if decided.duplicate:
+        return Ingested(Admission.DUPLICATE, decided.session_id)
+    if not decided.queued:
+        return Ingested(
+            Admission.REFUSED, decided.session_id, decided.event_row, answer=decided.answer
+        )
+    return Ingested(Admission.QUEUED, decided.session_id, decided.event_row)
 
 
 def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
@@ -122,10 +152,18 @@ def _address_logged_copy(log: EventLog, event: ChatEvent, message_ref: str) -> i
         return row.id if changed.rowcount else None
 
 
-def _reaction(log: EventLog, event: ChatEvent) -> Ingested:
+def _reaction(log: EventLog, event: ChatEvent, settings: Settings | None) -> Ingested:
     target = message_at(log.db, event.tenant, event.target_id or "")
     if target is None:
         return Ingested(Admission.IGNORED)  # not a message of ours: ignored quietly
+    if target.kind == "approval":
+        # A request for approval: its approve and deny reactions decide, nothing else counts.
+        decision = decision_of_reaction(settings, event.reaction or "") if settings else None
+        if decision is None or event.type is EventType.REACTION_REMOVED:
+            return Ingested(Admission.IGNORED, target.session_id)
+        approval = str(target.data.get("approval", ""))
+        decided = replace(event, type=EventType.DECISION, decision=decision, target_id=approval)
+        return _decision(log, decided, settings)
     try:
         with log.db.session() as s:
             row = log.append_in(

@@ -13,7 +13,8 @@ post it once. Reactions name their target by that same ``message_ref``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import func, update
 from sqlmodel import Session, col, select
@@ -38,13 +39,15 @@ __all__ = ["Outbox", "Said", "as_reply", "message_at", "say_in"]
 class Said:
     """One message the bot is to post.
 
-    ``kind`` is reply, notice, error or ack; ``memories`` are (memory id, role) pairs, the role
-    "used" or "announced", recorded so that a reaction to the message acts on those memories.
+    ``kind`` is reply, notice, error, ack or approval (a request for a person's approval,
+    whose ``data`` names it); ``memories`` are (memory id, role) pairs, the role "used" or
+    "announced", recorded so that a reaction to the message acts on those memories.
     """
 
     kind: str
     text: str
     memories: tuple[tuple[int, str], ...] = ()
+    data: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 def say_in(
@@ -73,7 +76,7 @@ def say_in(
             kind,
             text=item.text,
             agent=agent,
-            data={"cause": cause, "kind": item.kind},
+            data={"cause": cause, "kind": item.kind, **item.data},
         )
         row = insert_values(
             s,
@@ -88,7 +91,7 @@ def say_in(
             kind=item.kind,
             agent=agent,
             text=item.text,
-            data={} if in_reply_to is None else {"in_reply_to": in_reply_to},
+            data={**item.data, **({} if in_reply_to is None else {"in_reply_to": in_reply_to})},
         )
         for memory_id, role in dict.fromkeys(item.memories):
             s.add(MemoryUse(outbound_id=row["id"], memory_id=memory_id, role=role))

@@ -36,14 +36,15 @@ class TurnLog(Protocol):
 
 @dataclass
 class TurnOutcome:
-    """The result of one turn: the reply text, the memories the turn touched, and notices
-    for the thread (a tool server that failed)."""
+    """The result of one turn: the reply text, the memories the turn touched, notices for the
+    thread (a tool server that failed), and the tool calls held for a person's approval."""
 
     text: str
     used: list[Memory] = field(default_factory=list)
     announced: list[Memory] = field(default_factory=list)
     retracted: list[Memory] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
+    approvals: list[dict[str, Any]] = field(default_factory=list)
     rounds: int = 0
     usage: list[Usage] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
@@ -91,10 +92,11 @@ def run_agent(
                 status(doing(use.name))
             result = toolbox.run(use.name, use.input)
             if result.approval is not None:
-                # The call did not run: the pending call is recorded for a person to decide.
-                log.record(
-                    "approval", f"awaiting approval: {use.name}", {**result.approval, "id": use.id}
-                )
+                # The call did not run: the pending call is recorded for a person to decide,
+                # and asked for in the thread with the reply (docs/adr/0031).
+                held = {**result.approval, "id": use.id}
+                log.record("approval", f"awaiting approval: {use.name}", held)
+                outcome.approvals.append(held)
             log.record(
                 "tool_result",
                 result.content,

@@ -101,15 +101,29 @@ class RemoteTools:
 
     def _held(self, tool: AgentTool, arguments: Mapping[str, Any]) -> ToolOutcome:
         shown, kinds = mask_secrets_in(dict(arguments))
+        if kinds:
+            # Cairn keeps no secrets, so it could not run this call as asked once approved:
+            # refused now, rather than asking a person to approve what cannot run.
+            refused = {
+                "tool": tool.exposed,
+                "status": "refused",
+                "ran": False,
+                "arguments": shown,
+                "secrets_removed": kinds,
+                "note": (
+                    "This call carried a credential in its arguments. Cairn never stores "
+                    "secrets, so it cannot hold this call for approval. Ask for it again "
+                    "without the secret (the server should take its credentials from its own "
+                    "configuration)."
+                ),
+            }
+            return ToolOutcome(json.dumps(refused, ensure_ascii=False), is_error=True)
         pending = {
             "status": "pending",
             "tool": tool.exposed,
             "server": tool.tool.server,
             "server_tool": tool.tool.name,
             "arguments": shown,
-            # A call whose arguments held a credential is logged without it, so it cannot be
-            # run from the log as it stands (part 2 refuses to approve it).
-            "arguments_masked": bool(kinds),
             "agent": self.agent,
             "requested_by": self.requested_by,
             "requested_at": utcnow().isoformat(),

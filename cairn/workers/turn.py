@@ -42,10 +42,12 @@ from cairn.memory.context import ContextEngine, TurnContext, agent_instructions
 from cairn.memory.working import Pad, Scratchpad
 from cairn.memos import MemoBox
 from cairn.runtime import Runtime
+from cairn.sessions.approvals import Approvals, request_text, ttl_of, who_may
 from cairn.sessions.log import EventLog
 from cairn.sessions.outbox import Said, say_in
 from cairn.sessions.stream import Kind, ReplyStreams, StreamPiece
 from cairn.workers.agent import TurnOutcome, run_agent
+from cairn.workers.decisions import settle
 from cairn.workers.feedback import apply_reaction
 from cairn.workers.tools import RemoteTools, Toolbox
 
@@ -137,6 +139,12 @@ def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: Session
         REACTIONS.labels(effect or "ignored").inc()
         _finish(rt, session, event, [Said(*answer)] if answer else [])
         return
+    lead: list[Said] = []
+    if event.kind == EventKind.DECISION:
+        # A person decided on a held tool call (or it expired): an approved call runs now,
+        # once, and the turn shows the model what came of it (docs/adr/0031).
+        settled = settle(rt, session, event)
+        event, lead = settled.event, [Said("notice", settled.notice)]
     try:
         outcome, turn = _turn(rt, events, session, event)
     except Exception as exc:
@@ -146,13 +154,13 @@ def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: Session
             raise
         if isinstance(exc, LLMAuthError):
             log.error("LLM rejected the credentials: %s", exc)
-            _give_up(rt, session, event, f"I can't reach my language model: {exc}", str(exc))
+            _give_up(rt, session, event, f"I can't reach my language model: {exc}", str(exc), lead)
             return
         if isinstance(exc, LLMError | CairnError):
             # The LLM adapter already retried with backoff; what is left is reported.
             log.warning("turn failed in session %s: %s", session.id, exc)
             apology = f"Sorry, I couldn't answer that just now ({exc})."
-            _give_up(rt, session, event, apology, str(exc))
+            _give_up(rt, session, event, apology, str(exc), lead)
             return
         attempts = _count_attempt(rt, event)
         if attempts < MAX_ATTEMPTS:
@@ -165,6 +173,7 @@ def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: Session
             "Sorry, something went wrong on my side and I couldn't answer that. "
             "It has been recorded for the operators.",
             f"{type(exc).__name__}: {exc}",
+            lead,
         )
         return
     for model, usage in zip(outcome.models, outcome.usage, strict=True):
@@ -177,11 +186,12 @@ def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: Session
             prices=rt.settings.llm_prices,
         )
     said = [
+        *lead,
         Said(
             "reply",
             outcome.text or "(no answer)",
             tuple((m.id, "used") for m in _unique(outcome.used)),
-        )
+        ),
     ]
     said += [
         Said("notice", remembered_notice(m), ((m.id, "announced"),))
@@ -192,7 +202,7 @@ def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: Session
         said.append(Said("notice", secrets_notice([str(k) for k in kinds])))
     said += [Said("notice", f"retracted: {m.text}", ()) for m in _unique(outcome.retracted)]
     said += [Said("notice", text[:1000]) for text in dict.fromkeys(outcome.notices)]
-    _finish(rt, session, event, said, turn=turn)
+    _finish(rt, session, event, said, turn=turn, approvals=outcome.approvals)
 
 
 def _turn(
@@ -375,15 +385,21 @@ def _count_attempt(rt: Runtime, event: SessionEvent) -> int:
 
 
 def _give_up(
-    rt: Runtime, session: AgentSession, event: SessionEvent, apology: str, reason: str
+    rt: Runtime,
+    session: AgentSession,
+    event: SessionEvent,
+    apology: str,
+    reason: str,
+    lead: list[Said] | None = None,
 ) -> None:
-    """Answer with ``apology``, mark the event failed and keep it as a dead letter."""
+    """Answer with ``apology`` (after ``lead``), mark the event failed and keep it as a dead
+    letter."""
     DEAD_LETTERS.inc()
     _finish(
         rt,
         session,
         event,
-        [Said("error", apology)],
+        [*(lead or []), Said("error", apology)],
         status=EventStatus.FAILED,
         error=reason,
         dead_letter=True,
@@ -400,9 +416,11 @@ def _finish(
     error: str = "",
     dead_letter: bool = False,
     turn: TurnContext | None = None,
+    approvals: list[dict[str, Any]] | None = None,
 ) -> None:
     """Log what the bot says, queue it in the outbox and close the event, atomically (with
-    the turn's checkpoint and telemetry, when it held them back)."""
+    the turn's checkpoint and telemetry, when it held them back, and the tool calls the turn
+    held for approval, each asked for in a message after the reply)."""
     with rt.db.session() as s:
         current: SessionEvent | None = None
         if error or dead_letter:
@@ -417,6 +435,8 @@ def _finish(
                 return  # handled by an earlier run of this task
         if turn is not None:
             turn.save_in(s)
+        if approvals:
+            said = _with_requests(rt, s, session, event, said, approvals)
         say_in(
             s,
             session,
@@ -441,6 +461,38 @@ def _finish(
                     attempts=int(current.data.get("attempts", 1)),
                 )
             )
+
+
+def _with_requests(
+    rt: Runtime,
+    s: Any,
+    session: AgentSession,
+    event: SessionEvent,
+    said: list[Said],
+    approvals: list[dict[str, Any]],
+) -> list[Said]:
+    """``said`` with a request for approval after the reply for each held call, kept in the
+    transaction ``s`` (so a turn redone after a crash asks once)."""
+    requests = []
+    for pending in approvals:
+        server = str(pending.get("server", ""))
+        row = Approvals.hold_in(s, session, event.id or 0, pending, ttl=ttl_of(rt.settings, server))
+        requests.append(
+            Said(
+                "approval",
+                request_text(row, rt.settings),
+                data={
+                    "approval": row.id,
+                    "tool": row.tool,
+                    "arguments": row.arguments,
+                    "requested_by": row.requested_by,
+                    "expires_at": row.expires_at.isoformat(),
+                    "approvers": who_may(rt.settings, row.agent, row.server),
+                },
+            )
+        )
+    at = next((i + 1 for i, item in enumerate(said) if item.kind == "reply"), len(said))
+    return said[:at] + requests + said[at:]
 
 
 def remembered_notice(memory: Memory) -> str:

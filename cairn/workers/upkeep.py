@@ -6,7 +6,9 @@
 - end sessions idle for longer than CAIRN_SESSION_IDLE, running the session-end hooks (learning
   extraction) for each;
 - decay and tier rotation of long-term memory, with rule-based garbage collection;
-- memo expiry: memos past their expiry by CAIRN_MEMO_KEEP_EXPIRED are deleted.
+- memo expiry: memos past their expiry by CAIRN_MEMO_KEEP_EXPIRED are deleted;
+- approval expiry: a tool call held for approval past CAIRN_MCP_APPROVAL_TTL expires, and its
+  session is queued to tell the model (docs/adr/0031).
 
 :data:`JOBS` says what runs and how often; beat's schedule (:func:`beat_schedule`, set by
 :mod:`cairn.workers.celery_app`, each job a task of :mod:`cairn.workers.tasks`) and the
@@ -31,6 +33,7 @@ from cairn.db.models import Tenant, utcnow
 from cairn.memory.tiers import collect_garbage
 from cairn.memos.box import MemoBox
 from cairn.runtime import Runtime
+from cairn.sessions.approvals import Approvals
 from cairn.sessions.log import EventLog
 from cairn.workers.session_end import end_session
 
@@ -43,6 +46,7 @@ __all__ = [
     "UpkeepJob",
     "beat_schedule",
     "end_idle_sessions",
+    "expire_approvals",
     "expire_memos",
     "in_process_ticker",
     "reconcile_index",
@@ -87,6 +91,16 @@ def expire_memos(rt: Runtime) -> int:
 
 Submit = Callable[[int], object]
 """Queues a session's pending events: the dispatcher in-process, the Celery task under beat."""
+
+
+def expire_approvals(rt: Runtime, submit: Submit) -> int:
+    """Expire the requests for approval past their time and queue their sessions (``submit``),
+    whose next turn tells the model; returns how many sessions had news."""
+    events = EventLog(rt.db)
+    sessions = Approvals(rt.db).expire_due(events)
+    for session_id in sessions:
+        submit(session_id)
+    return len(sessions)
 
 
 def stale_sessions(rt: Runtime, *, older_than: float) -> list[int]:
@@ -157,6 +171,7 @@ JOBS: tuple[UpkeepJob, ...] = (
         "reconcile-index", "cairn.reconcile_index", lambda rt, _: reconcile_index(rt), _each_beat
     ),
     UpkeepJob("requeue-stale", "cairn.requeue_stale", requeue_stale, _each_beat),
+    UpkeepJob("expire-approvals", "cairn.expire_approvals", expire_approvals, _each_beat),
     UpkeepJob(
         "end-idle-sessions",
         "cairn.end_idle_sessions",

@@ -225,6 +225,15 @@ class ContextEngine:
         turn._checkpoint = checkpoint
         return turn
 
+    def fold_output(self, session: AgentSession, content: str) -> str:
+        """Tool output of ``session`` as the model should see it: verbatim when short, else an
+        artifact card (its full text kept in the artifact store, for ``retrieve_artifact``)."""
+        if len(content) <= self.config.distill_chars * 2:
+            return content
+        card = make_card(content)
+        self._store(session, [card])
+        return card_text(card)
+
     def telemetry(self, session_id: int) -> list[ContextTelemetry]:
         """The session's per-turn telemetry rows, oldest first."""
         with self.db.session() as s:
@@ -437,11 +446,7 @@ class TurnContext:
         Long output (logs, diffs, test runs, search results) is distilled into a card and its
         full text stored in the artifact store, retrievable with ``retrieve_artifact``.
         """
-        if len(content) <= self.engine.config.distill_chars * 2:
-            return content
-        card = make_card(content)
-        self.engine._store(self.session, [card])
-        return card_text(card)
+        return self.engine.fold_output(self.session, content)
 
     def add_item(self, kind: str, text: str, rationale: str = "") -> Item:
         """Add a constraint, decision, task or note to the state graph (InvalidInput if bad)."""

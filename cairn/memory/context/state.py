@@ -250,6 +250,10 @@ def fold(state: SessionState, event: EventView, *, distill_chars: int, hydrate_a
         return Folded()
     if event.kind == EventKind.MESSAGE:
         return _fold_message(state, event, distill_chars, hydrate_at)
+    if event.kind == EventKind.DECISION:
+        # A decision on a held tool call is a turn of its own, but its text is data (what the
+        # call gave): no "decision: ..." line in it may change the thread's state.
+        return _fold_message(state, event, distill_chars, hydrate_at, markers=False)
     if event.kind == EventKind.REPLY:
         unit = _answered(state, event)
         if unit is not None:
@@ -293,7 +297,12 @@ def _note_activity(state: SessionState, line: str) -> None:
 
 
 def _fold_message(
-    state: SessionState, event: EventView, distill_chars: int, hydrate_at: float
+    state: SessionState,
+    event: EventView,
+    distill_chars: int,
+    hydrate_at: float,
+    *,
+    markers: bool = True,
 ) -> Folded:
     state.turn += 1
     turn = state.turn
@@ -303,7 +312,7 @@ def _fold_message(
     _bump(state, "messages")
     for item_id in hydrate(state, rendered.prose, hydrate_at):
         state.items[item_id].touched_turn = turn
-    pinned = _apply_markers(state, rendered.prose, turn)
+    pinned = _apply_markers(state, rendered.prose, turn) if markers else False
     for card in rendered.cards:
         _apply_card(state, card, turn, event.user)
     _apply_files(state, rendered)
