@@ -63,6 +63,7 @@ def session_report(
     from cairn.memory.context.artifacts import ArtifactStore
     from cairn.memory.context.engine import ContextEngine
     from cairn.memory.context.state import tier
+    from cairn.sessions.approvals import Approvals, describe
 
     with db.session() as s:
         session = thread_session(s, thread, tenant=tenant, channel=channel)
@@ -72,22 +73,13 @@ def session_report(
         kinds = list(
             s.exec(select(SessionEvent.kind).where(SessionEvent.session_id == session.id)).all()
         )
-        held = s.exec(
-            select(SessionEvent)
-            .where(SessionEvent.session_id == session.id, SessionEvent.kind == "approval")
-            .order_by(SessionEvent.seq)  # type: ignore[arg-type]
-        ).all()
-        approvals = [
-            {"seq": e.seq, "cause": e.data.get("cause"), "call_id": e.data.get("id")}
-            | {k: e.data.get(k) for k in _APPROVAL_FIELDS}
-            for e in held
-        ]
     try:
         from cairn.core.settings import get_settings
 
         config = get_settings().context
     except ConfigError:
         config = ContextSettings()
+    approvals = describe(Approvals(db).of_session(session.id or 0))
     engine = ContextEngine(db, config)
     state = engine.checkpoint(session.id or 0)
     rows = engine.telemetry(session.id or 0)
@@ -198,25 +190,26 @@ def _describe(report: dict[str, Any]) -> str:
     for a in report["artifacts"][-10:]:
         lines.append(f"  artifact {a['id']} {a['kind']}: {a['title']}")
     for a in report["approvals"]:
-        lines.append(
-            f"  approval {a['status']}: {a['tool']} {json.dumps(a['arguments'])} "
-            f"asked by {a['requested_by'] or 'unknown'} at {a['requested_at']}"
-        )
+        lines.append(_approval_line(a))
     return "\n".join(lines)
 
 
-# What `session show` lists of a tool call held for approval (cairn/workers/mcp_tools).
-_APPROVAL_FIELDS = (
-    "status",
-    "tool",
-    "server",
-    "server_tool",
-    "arguments",
-    "arguments_masked",
-    "agent",
-    "requested_by",
-    "requested_at",
-)
+def _approval_line(a: dict[str, Any]) -> str:
+    """One tool call held for approval: what, asked by whom, decided by whom, what it gave."""
+    line = (
+        f"  approval #{a['id']} {a['status']}: {a['tool']} {json.dumps(a['arguments'])}, "
+        f"asked by {a['requested_by'] or 'unknown'} at {a['requested_at']}"
+    )
+    if a["decided_by"]:
+        verb = "denied" if a["status"] == "denied" else "approved"
+        line += f"; {verb} by {a['decided_by']} at {a['decided_at']}"
+    elif a["status"] == "expired":
+        line += f"; expired at {a['decided_at']}"
+    else:
+        line += f"; expires at {a['expires_at']}"
+    if a["outcome"]:
+        line += f"; ran in {a['duration_ms']} ms: {a['outcome']}"
+    return line
 
 
 def thread_session(

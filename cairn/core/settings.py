@@ -809,8 +809,13 @@ def load_settings(**overrides: Any) -> Settings:
     path = config_file()
     values: dict[str, Any] = {}
     if path is not None:
-        with path.open("rb") as f:
-            values = _nest(tomllib.load(f))
+        try:
+            with path.open("rb") as f:
+                values = _nest(tomllib.load(f))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"can't read {path}: {exc.strerror or exc}") from None
     values = _merge(values, _nest(os.environ, decode=True))
     values = _merge(values, _nest(overrides))
     try:

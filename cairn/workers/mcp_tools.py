@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from cairn.core.secrets import mask_secrets, mask_secrets_in
+from cairn.core.secrets import SECRET_MARK, mask_secrets, mask_secrets_in
 from cairn.core.settings import Settings
 from cairn.db.models import utcnow
 from cairn.llm.types import ToolSpec
@@ -101,7 +101,9 @@ class RemoteTools:
 
     def _held(self, tool: AgentTool, arguments: Mapping[str, Any]) -> ToolOutcome:
         shown, kinds = mask_secrets_in(dict(arguments))
-        if kinds:
+        if kinds or SECRET_MARK in json.dumps(shown, ensure_ascii=False):
+            # A credential, or the marker left where one was removed from a person's message:
+            # either way the call could not run as asked.
             # Cairn keeps no secrets, so it could not run this call as asked once approved:
             # refused now, rather than asking a person to approve what cannot run.
             refused = {
@@ -109,7 +111,7 @@ class RemoteTools:
                 "status": "refused",
                 "ran": False,
                 "arguments": shown,
-                "secrets_removed": kinds,
+                "secrets_removed": kinds or ["a secret removed before the model saw it"],
                 "note": (
                     "This call carried a credential in its arguments. Cairn never stores "
                     "secrets, so it cannot hold this call for approval. Ask for it again "

@@ -343,11 +343,13 @@ def test_a_credential_in_the_models_tool_arguments_is_never_stored(
     [held] = _results(bodies[1])
     content = held["content"] if isinstance(held["content"], str) else held["content"][0]["text"]
     assert LEAKED_TOKEN not in content
+    # Refused, not held: Cairn keeps no secret, so the call could never run as asked.
+    refused = json.loads(content)
+    assert (refused["status"], refused["ran"]) == ("refused", False)
+    assert refused["arguments"]["token"] == "[secret removed: GitHub token]"
     shown = stdio_deployment.run("session", "show", "main", "--tenant", "console", "--json")
-    [approval] = json.loads(shown.stdout)["approvals"]
-    assert approval["arguments"]["token"] == "[secret removed: GitHub token]"
-    assert approval["arguments_masked"] is True
-    # Nowhere in the database: not in the tool call, the approval record or the result.
+    assert json.loads(shown.stdout)["approvals"] == []
+    # Nowhere in the database: not in the tool call or the result.
     stored = [p.read_bytes() for p in stdio_deployment.home.glob("cairn.db*")]  # with its WAL
     assert stored
     assert not any(LEAKED_TOKEN.encode() in data for data in stored)
