@@ -55,38 +55,42 @@ ADMINS = "admins"
 _PAST = {"approve": ApprovalStatus.APPROVED, "deny": ApprovalStatus.DENIED}
 
 
-def approvers_of(settings: Settings, agent: str, server: str) -> list[list[str]]:
-    """The lists a person must be on to approve ``agent``'s calls to ``server``: the server's
-    and the agent's, each where declared, else CAIRN_MCP_APPROVERS."""
-    lists = []
+def approvers_of(settings: Settings, agent: str, server: str) -> dict[str, list[str]]:
+    """The lists a person must be on to approve ``agent``'s calls to ``server``, by where they
+    are declared: the server's and the agent's, each where declared, else CAIRN_MCP_APPROVERS."""
+    lists = {}
     declared = settings.mcp.servers.get(server)
     if declared is not None and declared.approvers is not None:
-        lists.append(declared.approvers)
+        lists[f"server {server}"] = declared.approvers
     spec = settings.agents.get(agent)
     if spec is not None and spec.approvers is not None:
-        lists.append(spec.approvers)
-    return lists or [settings.mcp.approvers]
+        lists[f"agent {agent}"] = spec.approvers
+    return lists or {"CAIRN_MCP_APPROVERS": settings.mcp.approvers}
 
 
 def may_approve(settings: Settings, agent: str, server: str, user: str, *, admin: bool) -> bool:
     """Whether ``user`` (a workspace or room admin when ``admin``) may decide on ``agent``'s
     calls to ``server``: they must be on every list :func:`approvers_of` gives."""
     is_admin = admin or user in settings.admins
-    return all(
-        user in names or (ADMINS in names and is_admin)
-        for names in approvers_of(settings, agent, server)
-    )
+    lists = approvers_of(settings, agent, server).values()
+    return all(user in names or (ADMINS in names and is_admin) for names in lists)
 
 
 def who_may(settings: Settings, agent: str, server: str) -> str:
-    """Who may approve, in words: "workspace or room admins", "alice or bob"."""
-    described = []
-    for names in approvers_of(settings, agent, server):
-        people = [n for n in names if n != ADMINS]
-        if ADMINS in names:
-            people.append("workspace or room admins")
-        described.append(" or ".join(people) if people else "nobody")
-    return "; and also ".join(described)
+    """Who may approve, in words: "workspace or room admins", "alice or bob"; with lists of
+    both the server and the agent, each named ("on both lists: server ops: ann; agent ...")."""
+    lists = approvers_of(settings, agent, server)
+    described = {where: _people(names) for where, names in lists.items()}
+    if len(described) == 1:
+        return next(iter(described.values()))
+    return "someone on both lists (" + "; ".join(f"{k}: {v}" for k, v in described.items()) + ")"
+
+
+def _people(names: list[str]) -> str:
+    people = [n for n in names if n != ADMINS]
+    if ADMINS in names:
+        people.append("workspace or room admins")
+    return " or ".join(people) if people else "nobody"
 
 
 def ttl_of(settings: Settings, server: str) -> float:

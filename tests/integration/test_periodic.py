@@ -133,6 +133,7 @@ def test_beat_and_the_in_process_ticker_run_one_schedule(
     assert in_process == {
         "reconcile-index": beat_interval,
         "requeue-stale": beat_interval,
+        "expire-approvals": beat_interval,
         "end-idle-sessions": max(beat_interval, 300.0),
         "rotate-tiers": 3600.0,
         "expire-memos": 3600.0,
