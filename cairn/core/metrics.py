@@ -24,6 +24,7 @@ from prometheus_client import (
 )
 
 __all__ = [
+    "APPROVED_CALLS",
     "DEAD_LETTERS",
     "EVENTS",
     "LLM_COST",
@@ -91,6 +92,13 @@ REACTIONS = Counter(
     "cairn_reactions",
     "Reactions handled, by effect (confirm, retract, useful, not_useful, ignored)",
     ["effect"],
+    registry=REGISTRY,
+)
+APPROVED_CALLS = Counter(
+    "cairn_tool_decisions",
+    "Tool calls held for approval, by what became of them (denied, expired, or the outcome "
+    "of the approved call: ok, error, timeout, crashed, unknown...)",
+    ["outcome"],
     registry=REGISTRY,
 )
 DEAD_LETTERS = Counter(

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.core.metrics import APPROVED_CALLS
 from cairn.core.secrets import mask_secrets
 from cairn.db.models import AgentSession, ApprovalStatus, EventKind, SessionEvent, ToolApproval
 from cairn.llm.types import DECISION_PREFIX
@@ -76,6 +77,7 @@ def settle(rt: Runtime, session: AgentSession, event: SessionEvent) -> Settled:
                 f"{row.decided_by} approved request #{row.id}: {row.tool} was started, but the "
                 "worker running it stopped; whether it took effect is unknown."
             )
+    APPROVED_CALLS.labels(str(payload.get("status", decision))).inc()
     return Settled(_as_turn(event, payload), notice)
 
 

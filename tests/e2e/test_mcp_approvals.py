@@ -21,9 +21,11 @@ from typing import Any
 
 import pytest
 
+from cairn.llm.types import DECISION_PREFIX
 from tests.e2e.test_console_chat import CAIRN, _wait_ready, chat
 from tests.e2e.test_mcp_tools import Deployment, _replies, _stdio
 from tests.support.mcp_server import read_calls
+from tests.support.messages_server import MessagesServer
 from tests.support.processes import stop_group
 
 pytestmark = pytest.mark.slow
@@ -177,6 +179,36 @@ def test_a_credential_in_the_arguments_is_refused_not_held(ops: _Ops) -> None:
     assert "refused" in _replies(out)[0]
     assert _approvals(ops) == []
     assert _tools_run(ops) == []
+
+
+def test_through_the_sdk_the_model_gets_the_decision_and_the_result_as_data(ops: _Ops) -> None:
+    with MessagesServer(api_key="sk-test") as server:
+        server.push_tool_use("ops__restart_service", {"service": "payments"})
+        server.push_text("I asked to restart payments; it needs approval.")
+        server.push_text("Payments was restarted.")
+        env = ops.env(ANTHROPIC_API_KEY="sk-test", ANTHROPIC_BASE_URL=server.base_url)
+        out = chat(env, "restart payments please\n/approve\n", "--user", "ann")
+        bodies = server.bodies
+    assert _replies(out) == [
+        "I asked to restart payments; it needs approval.",
+        "Payments was restarted.",
+    ]
+    assert _tools_run(ops) == ["restart_service"]
+    # The decision's turn: the person's decision and what the call gave, quoted as JSON data.
+    last = bodies[-1]["messages"][-1]
+    text = last["content"] if isinstance(last["content"], str) else last["content"][-1]["text"]
+    body = text[text.index(DECISION_PREFIX) + len(DECISION_PREFIX) :]
+    decision = json.loads(body)
+    assert decision == {
+        "approval": 1,
+        "tool": "ops__restart_service",
+        "arguments": {"service": "payments"},
+        "decision": "approved",
+        "decided_by": "ann",
+        "status": "ok",
+        "ran": True,
+        "output": "payments restarted",
+    }
 
 
 # --- workers that die ----------------------------------------------------------------------
