@@ -55,6 +55,7 @@ def tools_report(settings: Settings, agents: list[str]) -> dict[str, Any]:
     """The servers (how each is reached, its tools or its error) and, per agent, the tools it
     may call by server with their approval."""
     from cairn.mcp import ServerUnavailable, ToolServers, agent_tools
+    from cairn.sessions.approvals import ttl_of, who_may
 
     hub = ToolServers(settings.mcp, logs=settings.home_dir / "mcp")
     servers: dict[str, Any] = {}
@@ -74,11 +75,25 @@ def tools_report(settings: Settings, agents: list[str]) -> dict[str, Any]:
     for agent in agents:
         per_server: dict[str, list[dict[str, str]]] = {}
         for tool in agent_tools(settings, agent, listed):
-            per_server.setdefault(tool.tool.server, []).append(
-                {"name": tool.exposed, "approval": tool.approval}
-            )
+            entry = {"name": tool.exposed, "approval": tool.approval}
+            if tool.needs_approval:
+                server = tool.tool.server
+                entry |= {
+                    "approvers": who_may(settings, agent, server),
+                    "expires_after_s": ttl_of(settings, server),
+                }
+            per_server.setdefault(tool.tool.server, []).append(entry)
         by_agent[agent] = per_server
     return {"servers": servers, "agents": by_agent}
+
+
+def _approval(tool: dict[str, Any]) -> str:
+    if tool["approval"] != "needs approval":
+        return str(tool["approval"])
+    return (
+        f"needs approval by {tool['approvers']} (a request expires after "
+        f"{tool['expires_after_s']:g} s)"
+    )
 
 
 def _describe(report: dict[str, Any]) -> str:
@@ -96,7 +111,7 @@ def _describe(report: dict[str, Any]) -> str:
         for server, found in per_server.items():
             lines.append(f"  {server} ({servers[server]['where']}):")
             width = max(len(t["name"]) for t in found)
-            lines.extend(f"    {t['name']:<{width}}  {t['approval']}" for t in found)
+            lines.extend(f"    {t['name']:<{width}}  {_approval(t)}" for t in found)
     failed = [(name, s["error"]) for name, s in servers.items() if s["error"]]
     for _name, error in failed:
         lines.append(f"unavailable: {error}")

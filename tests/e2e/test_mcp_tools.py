@@ -203,11 +203,17 @@ def test_an_agent_sees_only_the_tools_its_allow_lists_let_through(
         "ops": [{"name": "ops__service_status", "approval": "read"}]
     }
     assert report["agents"]["quiet"] == {}
-    assert {"name": "ops__restart_service", "approval": "needs approval"} in report["agents"][
-        "ops"
-    ]["ops"]
+    assert {
+        "name": "ops__restart_service",
+        "approval": "needs approval",
+        "approvers": "workspace or room admins",
+        "expires_after_s": 900.0,
+    } in report["agents"]["ops"]["ops"]
     text = stdio_deployment.run("tools", "list", "--agent", "ops")
-    assert "ops__restart_service  needs approval" in text.stdout
+    assert (
+        "ops__restart_service  needs approval by workspace or room admins "
+        "(a request expires after 900 s)"
+    ) in text.stdout
 
 
 def test_doctor_and_tools_list_name_a_server_that_does_not_start(
