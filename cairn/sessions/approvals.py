@@ -269,42 +269,71 @@ class Approvals:
             )
         status = _PAST[decision]
         try:
-            with self.db.session() as s:
-                moved = s.exec(
-                    update(ToolApproval)
-                    .where(
-                        col(ToolApproval.id) == approval_id,
-                        col(ToolApproval.status) == ApprovalStatus.PENDING,
-                        col(ToolApproval.expires_at) > now,
-                    )
-                    .values(status=status, decided_by=event.user, decided_at=now)
-                )
-                if not moved.rowcount:
-                    s.rollback()
-                    return Decided(False, row.session_id, answer=self._already(approval_id))
-                logged = log.append_in(
-                    s,
-                    row.session_id,
-                    row.tenant_id,
-                    EventKind.DECISION,
-                    text=f"{event.user} {status} {row.tool} (request #{approval_id})",
-                    status=EventStatus.PENDING,
-                    user=event.user,
-                    agent=row.agent,
-                    event_ref=event.event_id or None,
-                    data={
-                        "approval": approval_id,
-                        "decision": status.value,
-                        "tool": row.tool,
-                        "admin": event.admin,
-                        "decided_at": now.isoformat(),
-                        "private": event.private,
-                    },
-                    wake=True,
-                )
+            logged = self._decide_once(
+                log,
+                row,
+                status,
+                now,
+                text=f"{event.user} {status} {row.tool} (request #{approval_id})",
+                user=event.user,
+                event_ref=event.event_id or None,
+                data={"admin": event.admin, "private": event.private},
+            )
         except IntegrityError:
             return Decided(False, row.session_id, duplicate=True)
-        return Decided(True, row.session_id, logged["id"])
+        if logged is None:
+            return Decided(False, row.session_id, answer=self._already(approval_id))
+        return Decided(True, row.session_id, logged)
+
+    def _decide_once(
+        self,
+        log: EventLog,
+        row: ToolApproval,
+        status: ApprovalStatus,
+        now: datetime,
+        *,
+        text: str,
+        user: str = "",
+        event_ref: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> int | None:
+        """Move the pending ``row`` to ``status`` and log the pending ``decision`` event that
+        resumes its session, in one transaction; returns the event's id, None when the row
+        was no longer pending (or, for a person's decision, past its time)."""
+        guard = [
+            col(ToolApproval.id) == row.id,
+            col(ToolApproval.status) == ApprovalStatus.PENDING,
+        ]
+        if status != ApprovalStatus.EXPIRED:
+            guard.append(col(ToolApproval.expires_at) > now)
+        with self.db.session() as s:
+            moved = s.exec(
+                update(ToolApproval)
+                .where(*guard)
+                .values(status=status, decided_by=user, decided_at=now)
+            )
+            if not moved.rowcount:
+                return None
+            logged = log.append_in(
+                s,
+                row.session_id,
+                row.tenant_id,
+                EventKind.DECISION,
+                text=text,
+                status=EventStatus.PENDING,
+                user=user,
+                agent=row.agent,
+                event_ref=event_ref,
+                data={
+                    "approval": row.id,
+                    "decision": status.value,
+                    "tool": row.tool,
+                    "decided_at": now.isoformat(),
+                    **(data or {}),
+                },
+                wake=True,
+            )
+        return int(logged["id"])
 
     def _already(self, approval_id: int) -> str:
         row = self.get(approval_id)
@@ -337,34 +366,13 @@ class Approvals:
         """Mark ``row`` expired and log a pending ``decision`` event saying so (the model is
         told at the session's next turn); returns the event's id, None when the request was
         decided meanwhile."""
-        now = now or utcnow()
-        with self.db.session() as s:
-            moved = s.exec(
-                update(ToolApproval)
-                .where(
-                    col(ToolApproval.id) == row.id,
-                    col(ToolApproval.status) == ApprovalStatus.PENDING,
-                )
-                .values(status=ApprovalStatus.EXPIRED, decided_at=now)
-            )
-            if not moved.rowcount:
-                return None
-            logged = log.append_in(
-                s,
-                row.session_id,
-                row.tenant_id,
-                EventKind.DECISION,
-                text=f"request #{row.id} to run {row.tool} expired unanswered",
-                status=EventStatus.PENDING,
-                agent=row.agent,
-                data={
-                    "approval": row.id,
-                    "decision": ApprovalStatus.EXPIRED.value,
-                    "tool": row.tool,
-                    "decided_at": now.isoformat(),
-                },
-            )
-        return int(logged["id"])
+        return self._decide_once(
+            log,
+            row,
+            ApprovalStatus.EXPIRED,
+            now or utcnow(),
+            text=f"request #{row.id} to run {row.tool} expired unanswered",
+        )
 
     def expire_due(self, log: EventLog, now: datetime | None = None) -> list[int]:
         """Expire every request past its time; returns the sessions that have news."""
