@@ -24,7 +24,7 @@ import pytest
 from cairn.llm.types import DECISION_PREFIX
 from tests.e2e.test_console_chat import CAIRN, _wait_ready, chat
 from tests.e2e.test_mcp_tools import Deployment, _replies, _stdio
-from tests.support.mcp_server import read_calls
+from tests.support.mcp_server import free_port, read_calls, running_http_server
 from tests.support.messages_server import MessagesServer
 from tests.support.processes import stop_group
 
@@ -102,6 +102,23 @@ def test_an_approved_call_runs_once_and_the_model_is_told_its_result(ops: _Ops) 
     described = ops.run("session", "show", "main", "--tenant", "console").stdout
     assert "approval #1 ran: ops__restart_service" in described
     assert "approved by ann" in described
+
+
+def test_an_approved_call_runs_once_on_a_streamable_http_server(tmp_path: Path) -> None:
+    calls = tmp_path / "calls.jsonl"
+    server_env = {"CAIRN_TEST_MCP_CALLS": str(calls), "CAIRN_TEST_MCP_TOKEN": "t0k-approve"}
+    with running_http_server(free_port(), server_env) as url:
+        http = _Ops(
+            tmp_path,
+            f'[mcp_servers.ops]\nurl = "{url}"\n'
+            'headers = { Authorization = "Bearer t0k-approve" }',
+            calls,
+        )
+        http.write()
+        out = chat(http.env(), RESTART + "/approve\n", "--user", "ann")
+    assert "payments restarted" in _replies(out)[-1]
+    assert _tools_run(http) == ["restart_service"]
+    assert _approvals(http)[0]["outcome"] == "ok"
 
 
 def test_a_denied_call_never_runs_and_the_model_is_told(ops: _Ops) -> None:
