@@ -52,6 +52,11 @@ class EventRecords:
         message = message_at(self.db, self.tenant, event_id)
         return message.thread_ref if message is not None else None
 
+    def approval_request(self, event_id: str) -> OutboundMessage | None:
+        """The request for approval the bot posted as ``event_id``, if it is one."""
+        message = message_at(self.db, self.tenant, event_id)
+        return message if message is not None and message.kind == "approval" else None
+
     def message_taken(self, event_id: str) -> bool:
         """Whether the person's message ``event_id`` was taken in (a session has it)."""
         return self.log.event_at(self.tenant, event_id, EventKind.MESSAGE) is not None

@@ -7,14 +7,18 @@ tokens, with an image on the web as a link (clients show only ``mxc://`` images)
 belong to an ``m.thread`` on the message that started the session, with the reply fallback
 (``is_falling_back`` and ``m.in_reply_to``) so that clients without threads show them as
 replies. Long texts are split into parts that each stay well inside Matrix's 64 KiB event
-limit, on block boundaries where possible, never inside a code block's fence.
+limit, on block boundaries where possible, never inside a code block's fence. A request for
+approval is one message that says how to answer it, its tool and arguments as code.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
@@ -22,11 +26,21 @@ from markdown_it.utils import EnvType, OptionsDict
 
 from cairn.bot.markdown import OPTIONS, parse, split_markdown
 
-__all__ = ["MAX_PART_BYTES", "message_content", "split_text", "to_html"]
+__all__ = [
+    "MAX_PART_BYTES",
+    "approval_content",
+    "message_content",
+    "notice_to",
+    "split_text",
+    "to_html",
+]
 
 # The body of one part, in UTF-8 bytes. The HTML is at most a few times that, and an event
 # (content, ids, signatures) must stay under 65536 bytes.
 MAX_PART_BYTES = 12_000
+# The arguments of a request as shown in its HTML, in characters: a request is one event (the
+# reactions on it decide), and the body already shows them in full up to the core's own cut.
+MAX_ARGUMENTS_CHARS = 4_000
 
 
 class _MatrixHTML(RendererHTML):
@@ -92,4 +106,73 @@ def message_content(
             "m.in_reply_to": {"event_id": in_reply_to or thread_root},
         }
     content["m.mentions"] = {"user_ids": sorted(set(mentions))}
+    return content
+
+
+def approval_content(
+    text: str,
+    data: Mapping[str, Any],
+    *,
+    agent: str,
+    approve: str,
+    deny: str,
+    thread_root: str | None = None,
+    in_reply_to: str | None = None,
+    mentions: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """The ``m.room.message`` content of a request for approval: ``text`` (the request as the
+    core words it) and how to answer it, reacting ``approve`` or ``deny``; its HTML shows the
+    tool and the arguments of the call (``data``, the outbox row's) as code. In a thread and
+    mentioning people as :func:`message_content` does."""
+    how = f"React {approve} to approve or {deny} to deny."
+    content = message_content(
+        f"{text}\n\n{how}",
+        thread_root=thread_root,
+        in_reply_to=in_reply_to,
+        mentions=mentions,
+    )
+    content["format"] = "org.matrix.custom.html"
+    content["formatted_body"] = _approval_html(data, agent, how)
+    return content
+
+
+def _approval_html(data: Mapping[str, Any], agent: str, how: str) -> str:
+    arguments = json.dumps(
+        dict(data.get("arguments") or {}), ensure_ascii=False, sort_keys=True, indent=2
+    )
+    if len(arguments) > MAX_ARGUMENTS_CHARS:
+        arguments = arguments[:MAX_ARGUMENTS_CHARS] + "…"
+    asked = (
+        f", asked by {html.escape(str(data['requested_by']))}" if data.get("requested_by") else ""
+    )
+    expires = ""
+    if data.get("expires_at"):
+        when = datetime.fromisoformat(str(data["expires_at"]))
+        expires = f" It expires at {when:%Y-%m-%d %H:%M} UTC."
+    return (
+        f"<p><strong>Approval needed</strong> (request #{html.escape(str(data.get('approval')))})"
+        f": {html.escape(agent or 'the agent')} wants to run "
+        f"<code>{html.escape(str(data.get('tool', '')))}</code>{asked}, with:</p>\n"
+        f'<pre><code class="language-json">{html.escape(arguments)}</code></pre>\n'
+        f"<p>Who may approve: {html.escape(str(data.get('approvers', '')))}.{expires}</p>\n"
+        f"<p>{html.escape(how)}</p>"
+    )
+
+
+def notice_to(
+    user_id: str, text: str, *, thread_root: str | None, in_reply_to: str | None = None
+) -> dict[str, Any]:
+    """An ``m.notice`` that addresses ``text`` to ``user_id``: it starts with a pill of them
+    and mentions them, so that their client notifies them (Matrix has no message only one
+    person sees)."""
+    content = message_content(
+        f"{user_id}: {text}",
+        notice=True,
+        thread_root=thread_root,
+        in_reply_to=in_reply_to,
+        mentions=(user_id,),
+    )
+    pill = f'<a href="https://matrix.to/#/{quote(user_id, safe="@:")}">{html.escape(user_id)}</a>'
+    content["format"] = "org.matrix.custom.html"
+    content["formatted_body"] = f"{pill}: {html.escape(text)}"
     return content
