@@ -108,6 +108,23 @@ def wait_said(person: Person, room: str, bot: Cairn, root: str, text: str) -> st
     )[0]
 
 
+def request_shown(person: Person, room: str, request: dict[str, Any]) -> str:
+    """The request's body as clients show it now (with its latest edit)."""
+    (shown,) = [
+        e
+        for e in bot_messages(person, room, request["sender"])
+        if e["event_id"] == request["event_id"]
+    ]
+    return body(shown)
+
+
+def wait_request_ends(person: Person, room: str, request: dict[str, Any], end: str) -> str:
+    return wait_for(
+        f"the request to be edited to end with {end!r}",
+        lambda: (shown := request_shown(person, room, request)).endswith(end) and shown,
+    )
+
+
 def reactions_on(person: Person, room: str, event_id: str, sender: str) -> list[str]:
     return [
         e["content"]["m.relates_to"]["key"]
@@ -172,6 +189,10 @@ def test_a_room_admin_approves_with_a_reaction_and_the_call_runs_once(
     reply = wait_said(alice, room, cairn, asked, "payments restarted")
     assert f"approved request #{row.id}" in reply
     assert read_calls(calls) == [{**RESTARTED, "pid": read_calls(calls)[0]["pid"]}]
+    # The request no longer asks for an answer: it says who gave it.
+    shown = wait_request_ends(alice, room, request, f"\n\nApproved by {alice.id}.")
+    assert shown.startswith(f"Approval needed (request #{row.id}): ")
+    assert "React ✅" not in shown
     decided = the_approval(cairn)
     assert (decided.status, decided.decided_by) == (ApprovalStatus.RAN, alice.id)
     time.sleep(1.5)  # room for a second run or a stray answer to show up
@@ -197,6 +218,7 @@ def test_a_denial_by_reaction_never_runs_the_call_and_the_model_is_told(
     # The model's reply comes from the decision it was shown.
     wait_said(alice, room, cairn, asked, f"denied request #{row.id}, so ops__restart_service")
     assert the_approval(cairn).status == ApprovalStatus.DENIED
+    wait_request_ends(alice, room, request, f"\n\nDenied by {alice.id}.")
     time.sleep(1.5)
     assert read_calls(calls) == []
 
@@ -288,6 +310,7 @@ def test_an_unanswered_request_expires_and_a_late_reaction_is_told_so(
     told = wait_said(alice, room, cairn, asked, "expired unanswered: it did not run")
     assert told == f"request #{row.id} (ops__restart_service) expired unanswered: it did not run."
     wait_said(alice, room, cairn, asked, f"Request #{row.id} expired unanswered, so")
+    wait_request_ends(alice, room, request, "\n\nExpired unanswered: it did not run.")
 
     alice.react(room, request["event_id"], "✅")
     (answer,) = wait_for("the answer to alice", lambda: answers_for(alice, room, cairn, alice.id))

@@ -8,7 +8,8 @@ that was streamed as it was written (:mod:`cairn.bot.matrix.streaming`) is not p
 its final text is the last edit of the messages it was streamed into. A request for approval
 is posted as one message that says how to answer it, and the bot puts the approve and deny
 reactions on it, for people to click (its own reactions are never taken as decisions: the
-frontend ignores what its account sends).
+frontend ignores what its account sends); when the notice of its decision is posted, the
+request is edited to say who decided what, so that it no longer asks for an answer.
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ from nio import AsyncClient, RoomSendResponse
 from cairn.bot.dedupe import Dedupe, claim_or_warn, release_quietly
 from cairn.bot.matrix.account import BotAccount
 from cairn.bot.matrix.records import Cause, EventRecords
-from cairn.bot.matrix.render import MAX_PART_BYTES, approval_content, message_content, split_text
+from cairn.bot.matrix.render import (
+    MAX_PART_BYTES,
+    approval_content,
+    decided_line,
+    how_to_answer,
+    message_content,
+    replacement,
+    split_text,
+)
 from cairn.bot.matrix.retry import CONNECTION_ERRORS, backoff
 from cairn.bot.streaming import BUSY, Refused, StreamRelay, Throttled
 from cairn.core.errors import first_line
@@ -168,6 +177,8 @@ class Delivery:
         )
         self._retry_at.pop(message.id, None)
         await self._stream_done(message)
+        if message.kind == "notice":
+            await self._show_decision(client, message)
         return True
 
     async def _post_request(
@@ -184,8 +195,7 @@ class Delivery:
             message.text,
             message.data,
             agent=message.agent,
-            approve=self.approve,
-            deny=self.deny,
+            footer=how_to_answer(self.approve, self.deny),
             thread_root=message.thread_ref,
             in_reply_to=cause.reply_to,
             mentions=(cause.user,) if cause.user else (),
@@ -214,6 +224,30 @@ class Delivery:
             if not isinstance(reacted, RoomSendResponse):
                 log.warning("could not react %s to request %s: %s", key, request, reacted)
         return True
+
+    async def _show_decision(self, client: AsyncClient, notice: OutboundMessage) -> None:
+        """When ``notice`` tells a decision on a request for approval, edit the request to say
+        who decided what instead of how to answer. A courtesy (the notice says it already), so
+        a failure is only logged."""
+        decided = await asyncio.to_thread(self.records.decided_request, notice)
+        if decided is None:
+            return
+        request = decided.request
+        content = approval_content(
+            request.text,
+            request.data,
+            agent=request.agent,
+            footer=decided_line(decided.decision, decided.by),
+        )
+        response = await client.room_send(
+            request.channel,
+            "m.room.message",
+            replacement(decided.posted_as, content),
+            tx_id=f"cairn-{request.id}-decided",
+            ignore_unverified_devices=True,
+        )
+        if not isinstance(response, RoomSendResponse):
+            log.warning("could not mark request %s decided: %s", decided.posted_as, response)
 
     async def _finish_stream(self, message: OutboundMessage) -> bool | None:
         """Make the messages ``message`` was streamed into show its final text, and record it

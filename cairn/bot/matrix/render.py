@@ -29,8 +29,11 @@ from cairn.bot.markdown import OPTIONS, parse, split_markdown
 __all__ = [
     "MAX_PART_BYTES",
     "approval_content",
+    "decided_line",
+    "how_to_answer",
     "message_content",
     "notice_to",
+    "replacement",
     "split_text",
     "to_html",
 ]
@@ -109,34 +112,44 @@ def message_content(
     return content
 
 
+def how_to_answer(approve: str, deny: str) -> str:
+    """The last line of an open request: the reactions that answer it."""
+    return f"React {approve} to approve or {deny} to deny."
+
+
+def decided_line(decision: str, by: str) -> str:
+    """The last line of a request once it is ``decision`` (approved, denied, expired)."""
+    if decision == "expired":
+        return "Expired unanswered: it did not run."
+    return f"{decision.capitalize()} by {by}." if by else f"{decision.capitalize()}."
+
+
 def approval_content(
     text: str,
     data: Mapping[str, Any],
     *,
     agent: str,
-    approve: str,
-    deny: str,
+    footer: str,
     thread_root: str | None = None,
     in_reply_to: str | None = None,
     mentions: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The ``m.room.message`` content of a request for approval: ``text`` (the request as the
-    core words it) and how to answer it, reacting ``approve`` or ``deny``; its HTML shows the
-    tool and the arguments of the call (``data``, the outbox row's) as code. In a thread and
-    mentioning people as :func:`message_content` does."""
-    how = f"React {approve} to approve or {deny} to deny."
+    core words it) then ``footer`` (how to answer it, or how it was decided); its HTML shows
+    the tool and the arguments of the call (``data``, the outbox row's) as code. In a thread
+    and mentioning people as :func:`message_content` does."""
     content = message_content(
-        f"{text}\n\n{how}",
+        f"{text}\n\n{footer}",
         thread_root=thread_root,
         in_reply_to=in_reply_to,
         mentions=mentions,
     )
     content["format"] = "org.matrix.custom.html"
-    content["formatted_body"] = _approval_html(data, agent, how)
+    content["formatted_body"] = _approval_html(data, agent, footer)
     return content
 
 
-def _approval_html(data: Mapping[str, Any], agent: str, how: str) -> str:
+def _approval_html(data: Mapping[str, Any], agent: str, footer: str) -> str:
     arguments = json.dumps(
         dict(data.get("arguments") or {}), ensure_ascii=False, sort_keys=True, indent=2
     )
@@ -155,7 +168,7 @@ def _approval_html(data: Mapping[str, Any], agent: str, how: str) -> str:
         f"<code>{html.escape(str(data.get('tool', '')))}</code>{asked}, with:</p>\n"
         f'<pre><code class="language-json">{html.escape(arguments)}</code></pre>\n'
         f"<p>Who may approve: {html.escape(str(data.get('approvers', '')))}.{expires}</p>\n"
-        f"<p>{html.escape(how)}</p>"
+        f"<p>{html.escape(footer)}</p>"
     )
 
 
@@ -176,3 +189,21 @@ def notice_to(
     content["format"] = "org.matrix.custom.html"
     content["formatted_body"] = f"{pill}: {html.escape(text)}"
     return content
+
+
+def replacement(event_id: str, content: dict[str, Any]) -> dict[str, Any]:
+    """An ``m.replace`` edit making ``event_id`` show ``content`` (message content as the
+    functions above give it; the original keeps its thread). The edit notifies no one again;
+    clients without edits show the new text behind ``"* "``."""
+    new = {k: v for k, v in content.items() if k != "m.relates_to"}
+    edit: dict[str, Any] = {
+        "msgtype": new["msgtype"],
+        "body": "* " + new["body"],
+        "m.new_content": new,
+        "m.relates_to": {"rel_type": "m.replace", "event_id": event_id},
+        "m.mentions": {},
+    }
+    if "formatted_body" in new:
+        edit["format"] = new["format"]
+        edit["formatted_body"] = "* " + new["formatted_body"]
+    return edit
