@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import secrets
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,8 @@ from urllib.parse import quote
 
 import pytest
 
+from cairn.bot.matrix import MatrixFrontend
+from cairn.core.settings import load_settings
 from cairn.db.models import ApprovalStatus, OutboundMessage, ToolApproval
 from tests.e2e.test_matrix import (  # noqa: F401 - synapse is a fixture the others use
     Cairn,
@@ -46,13 +49,15 @@ RESTART = 'run ops__restart_service {"service": "payments"}'
 RESTARTED = {"tool": "restart_service", "arguments": {"service": "payments", "reason": ""}}
 
 
-def declare_ops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: str = "") -> Path:
-    """Declare the test MCP server as ``ops`` in a cairn.toml (``extra``: more of its keys);
-    returns the file where it records the calls it runs."""
+def declare_ops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: str = "", *, top: str = ""
+) -> Path:
+    """Declare the test MCP server as ``ops`` in a cairn.toml (``extra``: more of its keys,
+    ``top``: what comes before it); returns the file where it records the calls it runs."""
     calls = tmp_path / "calls.jsonl"
     config = tmp_path / "cairn.toml"
     config.write_text(
-        f"""
+        f"""{top}
 [mcp_servers.ops]
 command = {json.dumps(sys.executable)}
 args = ["-m", "tests.support.mcp_server"]
@@ -356,3 +361,76 @@ def test_in_an_encrypted_room_the_request_and_the_reaction_are_encrypted_and_it_
         assert ran[2].startswith(f"{alice.id} approved request #")
         alice.wait_for_text(room, contains="payments restarted", sender=cairn.id)
     assert [c["tool"] for c in read_calls(calls)] == ["restart_service"]
+
+
+def test_a_request_posted_by_an_agents_own_matrix_user_is_decided_by_it_alone(
+    cairn: Cairn,  # noqa: F811
+    people: Callable[[str], Person],  # noqa: F811
+    synapse: Synapse,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # review has a Matrix user of its own, served by a second frontend beside the shared one:
+    # both see every reaction on review's request, the bot's own included.
+    calls = declare_ops(
+        tmp_path,
+        monkeypatch,
+        top='cairn_agent = "ops"\n[agents.ops]\n[agents.review]\nown_identity = true\n',
+    )
+    cairn.start()
+    assert cairn.pipeline is not None
+    review_account = synapse.register(f"review-{secrets.token_hex(3)}")
+    monkeypatch.setenv("MATRIX_USER_ID", review_account.user_id)
+    monkeypatch.setenv("MATRIX_PASSWORD", review_account.password)
+    monkeypatch.setenv("CAIRN_AGENT", "review")
+    review = MatrixFrontend(cairn.pipeline, load_settings())
+    stop = threading.Event()
+    thread = threading.Thread(target=review.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_for("review's first sync", review.healthy)
+        alice = people("alice")
+        room = alice.create_room(invite=(cairn.id, review_account.user_id))
+        wait_for("both bots to join", lambda: joined(alice, room, cairn.id))
+        wait_for("review to join", lambda: joined(alice, room, review_account.user_id))
+        asked = alice.send(room, RESTART, mention=review_account.user_id)
+        request = wait_for_answer(
+            "review's request",
+            alice,
+            room,
+            review_account.user_id,
+            asked,
+            where=lambda e: body(e).startswith("Approval needed"),
+        )
+        wait_for(
+            "review's own reactions on its request",
+            lambda: (
+                len(reactions_on(alice, room, request["event_id"], review_account.user_id)) == 2
+            ),
+        )
+        alice.react(room, request["event_id"], "✅")
+        ran = wait_for(
+            "review's notice that it ran",
+            lambda: [
+                body(e)
+                for e in answers_to(alice, room, review_account.user_id, asked)
+                if ": ran ops__restart_service" in body(e)
+            ],
+        )
+        assert ran[0].startswith(f"{alice.id} approved request #")
+        time.sleep(1.5)  # room for a second decision or a stray answer to show up
+        assert len(read_calls(calls)) == 1
+        # Nobody was answered: not review's bot for its own reaction, not alice twice.
+        for bot in (cairn.id, review_account.user_id):
+            assert [
+                body(e)
+                for e in bot_messages(alice, room, bot)
+                if e["content"].get("msgtype") == "m.notice"
+                and "request #" in body(e)
+                and "approved request" not in body(e)
+            ] == []
+        assert answers_to(alice, room, cairn.id, asked) == []
+        assert the_approval(cairn).decided_by == alice.id
+    finally:
+        stop.set()
+        thread.join(60)
