@@ -41,9 +41,10 @@ __all__ = [
 # The body of one part, in UTF-8 bytes. The HTML is at most a few times that, and an event
 # (content, ids, signatures) must stay under 65536 bytes.
 MAX_PART_BYTES = 12_000
-# The arguments of a request as shown in its HTML, in characters: a request is one event (the
-# reactions on it decide), and the body already shows them in full up to the core's own cut.
-MAX_ARGUMENTS_CHARS = 4_000
+# The arguments of a request as shown in its HTML, in characters (the core's text cuts them at
+# 1500, compact): a request is one event, as the reactions on it decide, and its edit once
+# decided holds it twice; escaped as HTML and encrypted, that must still fit one event.
+MAX_ARGUMENTS_CHARS = 2_000
 
 
 class _MatrixHTML(RendererHTML):
