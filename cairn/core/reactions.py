@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from cairn.core.settings import Settings
 
-__all__ = ["emoji_name", "reaction_effect"]
+__all__ = ["emoji_character", "emoji_name", "reaction_effect"]
 
 _BY_CHARACTER = {
     "👍": "+1",
@@ -37,6 +37,19 @@ def emoji_name(emoji: str) -> str:
         return _BY_CHARACTER[text]
     text = text.strip(":")
     return text.split("::", 1)[0]
+
+
+def emoji_character(emoji: str) -> str:
+    """What a person types or clicks to react with ``emoji`` (a short name or the character):
+    ``white_check_mark`` gives ``✅``; a name not known here stays a name, as ``:shipit:``
+    (Matrix takes any text as a reaction, and :func:`emoji_name` reads it back)."""
+    name = emoji_name(emoji)
+    for character, known in _BY_CHARACTER.items():
+        if known == name:
+            return character
+    if not name.isascii():  # a character already, one this table does not name
+        return name
+    return f":{name}:"
 
 
 def reaction_effect(name: str, settings: Settings) -> str | None:

@@ -8,7 +8,7 @@ import pytest
 from sqlmodel import SQLModel
 
 from cairn.core.errors import InvalidInput
-from cairn.core.reactions import emoji_name
+from cairn.core.reactions import emoji_character, emoji_name
 from cairn.core.text import clean_text
 from cairn.db.models import AgentSession, OutboundMessage, Reaction, SessionEvent, Tenant
 from cairn.sessions.events import ChatEvent, EventType
@@ -83,6 +83,17 @@ def test_emoji_names_are_normalised_across_platforms(given: str, name: str) -> N
     # A reaction event keeps the name, whichever form its frontend passed.
     event = _reaction(given, "console:1")
     assert event.reaction == event.validated(100).reaction == name
+
+
+@pytest.mark.parametrize(
+    ("setting", "typed"),
+    [("white_check_mark", "✅"), (":x:", "❌"), ("✅", "✅"), ("🚀", "🚀"), ("shipit", ":shipit:")],
+)
+def test_a_reaction_setting_is_shown_as_people_type_it_and_reads_back_as_itself(
+    setting: str, typed: str
+) -> None:
+    assert emoji_character(setting) == typed
+    assert emoji_name(typed) == emoji_name(setting)
 
 
 # --- names longer than the schema keeps ----------------------------------------------------

@@ -17,7 +17,16 @@ from cairn.bot.matrix.mentions import (
     strip_mention,
     strip_reply_fallback,
 )
-from cairn.bot.matrix.render import message_content, split_text, to_html
+from cairn.bot.matrix.render import (
+    approval_content,
+    decided_line,
+    how_to_answer,
+    message_content,
+    notice_to,
+    replacement,
+    split_text,
+    to_html,
+)
 from cairn.bot.matrix.sync_state import MatrixState, StateFile
 from cairn.core.errors import ConfigError, StorageError
 from cairn.core.settings import load_settings
@@ -101,6 +110,62 @@ def test_a_reply_is_in_the_thread_with_the_reply_fallback() -> None:
     }
     assert content["m.mentions"] == {"user_ids": ["@alice:example.org"]}
     assert message_content("note", notice=True)["msgtype"] == "m.notice"
+
+
+REQUEST = {
+    "approval": 7,
+    "tool": "ops__restart_service",
+    "arguments": {"service": "<payments>", "reason": "stuck"},
+    "requested_by": "@ann:example.org",
+    "expires_at": "2026-12-02T20:15:00+00:00",
+    "approvers": "workspace or room admins",
+}
+
+
+def test_a_request_says_how_to_answer_and_shows_the_call_as_code() -> None:
+    content = approval_content(
+        "Approval needed (request #7): ...",
+        REQUEST,
+        agent="ops",
+        footer=how_to_answer("✅", "❌"),
+        thread_root="$root",
+        mentions=("@ann:example.org",),
+    )
+    assert (
+        content["body"] == "Approval needed (request #7): ...\n\nReact ✅ to approve or ❌ to deny."
+    )
+    html = content["formatted_body"]
+    assert "ops wants to run <code>ops__restart_service</code>, asked by @ann:example.org" in html
+    assert "&quot;service&quot;: &quot;&lt;payments&gt;&quot;" in html  # escaped, in <pre><code>
+    assert "It expires at 2026-12-02 20:15 UTC." in html
+    assert html.endswith("<p>React ✅ to approve or ❌ to deny.</p>")
+    assert content["m.relates_to"]["event_id"] == "$root"
+    assert content["m.mentions"] == {"user_ids": ["@ann:example.org"]}
+
+
+def test_a_decided_request_is_an_edit_that_says_who_decided_and_notifies_no_one() -> None:
+    decided = approval_content("Approval needed", REQUEST, agent="ops", footer="Approved by @b.")
+    edit = replacement("$request", {**decided, "m.relates_to": {"rel_type": "m.thread"}})
+    assert edit["m.relates_to"] == {"rel_type": "m.replace", "event_id": "$request"}
+    assert edit["m.new_content"]["body"].endswith("\n\nApproved by @b.")
+    assert "m.relates_to" not in edit["m.new_content"]
+    assert edit["body"].startswith("* ")
+    assert edit["m.mentions"] == {}
+    assert decided_line("approved", "@b:x") == "Approved by @b:x."
+    assert decided_line("denied", "@b:x") == "Denied by @b:x."
+    assert decided_line("expired", "") == "Expired unanswered: it did not run."
+
+
+def test_an_answer_to_one_person_mentions_them_with_a_pill() -> None:
+    content = notice_to("@bob:example.org", "You can't <approve>.", thread_root="$root")
+    assert content["msgtype"] == "m.notice"
+    assert content["body"] == "@bob:example.org: You can't <approve>."
+    assert content["formatted_body"] == (
+        '<a href="https://matrix.to/#/@bob:example.org">@bob:example.org</a>: '
+        "You can&#x27;t &lt;approve&gt;."
+    )
+    assert content["m.mentions"] == {"user_ids": ["@bob:example.org"]}
+    assert mentioned_users(content) == ("@bob:example.org",)
 
 
 def test_a_long_answer_is_split_at_paragraphs_within_the_limit() -> None:

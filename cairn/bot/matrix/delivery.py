@@ -5,7 +5,11 @@ Replies are sent with a transaction id per outbox row and part, so the homeserve
 repeated send after a crash between posting and recording it. Replicas of one bot account see
 the same pending rows; a claim in the dedupe store lets only one of them post each row. A reply
 that was streamed as it was written (:mod:`cairn.bot.matrix.streaming`) is not posted again:
-its final text is the last edit of the messages it was streamed into.
+its final text is the last edit of the messages it was streamed into. A request for approval
+is posted as one message that says how to answer it, and the bot puts the approve and deny
+reactions on it, for people to click (its own reactions are never taken as decisions: the
+frontend ignores what its account sends); when the notice of its decision is posted, the
+request is edited to say who decided what, so that it no longer asks for an answer.
 """
 
 from __future__ import annotations
@@ -19,8 +23,16 @@ from nio import AsyncClient, RoomSendResponse
 
 from cairn.bot.dedupe import Dedupe, claim_or_warn, release_quietly
 from cairn.bot.matrix.account import BotAccount
-from cairn.bot.matrix.records import EventRecords
-from cairn.bot.matrix.render import MAX_PART_BYTES, message_content, split_text
+from cairn.bot.matrix.records import Cause, EventRecords
+from cairn.bot.matrix.render import (
+    MAX_PART_BYTES,
+    approval_content,
+    decided_line,
+    how_to_answer,
+    message_content,
+    replacement,
+    split_text,
+)
 from cairn.bot.matrix.retry import CONNECTION_ERRORS, backoff
 from cairn.bot.streaming import BUSY, Refused, StreamRelay, Throttled
 from cairn.core.errors import first_line
@@ -58,12 +70,18 @@ class Delivery:
         records: EventRecords,
         dedupe: Dedupe,
         *,
+        approve: str,
+        deny: str,
         max_bytes: int = MAX_PART_BYTES,
     ) -> None:
+        """``approve`` and ``deny`` are the reactions that answer a request for approval, as
+        people type them (``✅``, see :func:`~cairn.core.reactions.emoji_character`)."""
         self.account = account
         self.outbox = outbox
         self.records = records
         self.dedupe = dedupe
+        self.approve = approve
+        self.deny = deny
         self.max_bytes = max_bytes
         self._retry_at: dict[int, float] = {}  # outbox row -> when to try it again
         # Answers as they are written: the relay streaming this account's replies, whose
@@ -132,6 +150,8 @@ class Delivery:
             if finished is not None:
                 return finished
         cause = await asyncio.to_thread(self.records.cause, message)
+        if message.kind == "approval":
+            return await self._post_request(client, message, cause)
         event_ids: list[str] = []
         for index, part in enumerate(split_text(message.text, self.max_bytes)):
             content = message_content(
@@ -157,7 +177,77 @@ class Delivery:
         )
         self._retry_at.pop(message.id, None)
         await self._stream_done(message)
+        if message.kind == "notice":
+            await self._show_decision(client, message)
         return True
+
+    async def _post_request(
+        self, client: AsyncClient, message: OutboundMessage, cause: Cause
+    ) -> bool:
+        """Post the request for approval ``message`` as one message (reactions on it decide,
+        and they find it by its event id), then react to it with the approve and deny emoji.
+
+        Returns whether the row is done with. Those reactions are a courtesy: people can add
+        them by hand, so one that fails is only logged.
+        """
+        assert message.id is not None
+        content = approval_content(
+            message.text,
+            message.data,
+            agent=message.agent,
+            footer=how_to_answer(self.approve, self.deny),
+            thread_root=message.thread_ref,
+            in_reply_to=cause.reply_to,
+            mentions=(cause.user,) if cause.user else (),
+        )
+        response = await client.room_send(
+            message.channel,
+            "m.room.message",
+            content,
+            tx_id=f"cairn-{message.id}-0",
+            ignore_unverified_devices=True,
+        )
+        if not isinstance(response, RoomSendResponse):
+            await self._failed(message, str(response), getattr(response, "status_code", None))
+            return False
+        request = str(response.event_id)
+        await asyncio.to_thread(self.outbox.mark_sent, message.id, request)
+        self._retry_at.pop(message.id, None)
+        for answer, key in (("approve", self.approve), ("deny", self.deny)):
+            reacted = await client.room_send(
+                message.channel,
+                "m.reaction",
+                {"m.relates_to": {"rel_type": "m.annotation", "event_id": request, "key": key}},
+                tx_id=f"cairn-{message.id}-{answer}",
+                ignore_unverified_devices=True,
+            )
+            if not isinstance(reacted, RoomSendResponse):
+                log.warning("could not react %s to request %s: %s", key, request, reacted)
+        return True
+
+    async def _show_decision(self, client: AsyncClient, notice: OutboundMessage) -> None:
+        """When ``notice`` tells a decision on a request for approval, edit the request to say
+        who decided what instead of how to answer. A courtesy (the notice says it already), so
+        a failure is only logged."""
+        decided = await asyncio.to_thread(self.records.decided_request, notice)
+        if decided is None:
+            return
+        request = decided.request
+        content = approval_content(
+            request.text,
+            request.data,
+            agent=request.agent,
+            footer=decided_line(decided.decision, decided.by),
+        )
+        response = await client.room_send(
+            request.channel,
+            "m.room.message",
+            replacement(decided.posted_as, content),
+            tx_id=f"cairn-{request.id}-decided",
+            ignore_unverified_devices=True,
+        )
+        if not isinstance(response, RoomSendResponse):
+            log.warning("could not mark request %s decided: %s", decided.posted_as, response)
 
     async def _finish_stream(self, message: OutboundMessage) -> bool | None:
         """Make the messages ``message`` was streamed into show its final text, and record it

@@ -41,6 +41,7 @@ from cairn.bot.matrix.undecrypted import Undecrypted
 from cairn.bot.pipeline import Pipeline
 from cairn.bot.streaming import StreamRelay
 from cairn.core.errors import ConfigError
+from cairn.core.reactions import emoji_character
 from cairn.core.settings import Settings
 from cairn.sessions.outbox import Outbox
 
@@ -82,6 +83,8 @@ class MatrixFrontend:
             self.outbox,
             records,
             self.dedupe,
+            approve=emoji_character(settings.mcp.approve_reaction),
+            deny=emoji_character(settings.mcp.deny_reaction),
             max_bytes=settings.matrix.message_bytes,
         )
         self.writer: MatrixWriter | None = None

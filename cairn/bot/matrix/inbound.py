@@ -38,7 +38,7 @@ from cairn.bot.matrix.mentions import (
 )
 from cairn.bot.matrix.privacy import is_private
 from cairn.bot.matrix.records import EventRecords
-from cairn.bot.matrix.render import message_content
+from cairn.bot.matrix.render import message_content, notice_to
 from cairn.bot.matrix.trust import (
     creators_are_privileged,
     creators_in,
@@ -240,8 +240,15 @@ class Inbound:
             self.typing.busy(result.event_row, room_id)
 
     async def _on_reaction(self, room: MatrixRoom, event: ReactionEvent) -> None:
+        """A reaction into the pipeline. On a request for approval the approve and deny
+        reactions decide (see :func:`~cairn.sessions.ingest.ingest`); one that is refused
+        (not allowed, decided already, expired) is answered in the thread, to its author."""
         target = str(event.reacts_to)
-        await self._accept(
+        request = await asyncio.to_thread(self.records.approval_request, target)
+        if request is not None and not self.settings.speaks_for(request.agent):
+            # Another bot identity posted it and takes its decisions: answered once, by it.
+            return
+        result = await self._accept(
             ChatEvent(
                 platform=PLATFORM,
                 tenant=self.account.tenant,
@@ -258,6 +265,17 @@ class Inbound:
             None,
             None,
         )
+        if request is not None and result is not None and result.admission is Admission.REFUSED:
+            await self._send(
+                str(room.room_id),
+                notice_to(
+                    str(event.sender),
+                    result.answer,
+                    thread_root=request.thread_ref,
+                    in_reply_to=target,
+                ),
+                key=f"refused-{event.event_id}",
+            )
 
     async def _is_admin(self, room: MatrixRoom, user_id: str) -> bool:
         """Whether ``user_id`` is an admin of ``room`` (see :func:`is_room_admin`).
@@ -319,8 +337,17 @@ class Inbound:
 
     async def _say(self, room_id: str, thread: str, text: str, *, key: str) -> None:
         content = message_content(text, notice=True, thread_root=thread, in_reply_to=thread)
+        await self._send(room_id, content, key=key)
+
+    async def _send(self, room_id: str, content: dict[str, Any], *, key: str) -> None:
+        """Post ``content`` once (``key`` names it: the homeserver drops a resend after a
+        replay); a failure is logged, as the answer is not worth holding the sync for."""
         response = await self._client().room_send(
-            room_id, "m.room.message", content, tx_id=f"cairn-{key}"
+            room_id,
+            "m.room.message",
+            content,
+            tx_id=f"cairn-{key}",
+            ignore_unverified_devices=True,
         )
         if not isinstance(response, RoomSendResponse):
             log.warning("could not post to %s: %s", room_id, response)
