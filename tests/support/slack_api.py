@@ -4,8 +4,9 @@
 bodies, the token in ``Authorization``), keeps what a workspace would (posted messages with
 their blocks, reactions, published views, statuses, ephemeral messages, its conversations),
 records every call, and answers 429 with ``Retry-After``, drops the connection, or refuses with
-Slack's error (``missing_scope``) on demand. ``conversations.replies`` is served as Slack serves an app outside the Marketplace since
-2025: pages of at most 15 messages, one request a minute per workspace (429 beyond it).
+Slack's error (``missing_scope``) on demand. ``conversations.replies`` is served as Slack serves
+an app outside the Marketplace since 2025: pages of at most 15 messages, one request a minute per
+workspace (429 beyond it).
 ``apps.connections.open`` hands out the URL of its :class:`SocketModeServer`, a websocket server
 that sends envelopes the way Slack does and records the client's acknowledgements.
 :func:`signed_headers` signs an HTTP request body with a signing secret, as Slack does, and

@@ -67,9 +67,7 @@ class Harness:
             headers["X-Slack-Retry-Reason"] = "http_timeout"
         return self.post_raw(body, headers)
 
-    def click(
-        self, payload: dict[str, Any], *, secret: str = SIGNING_SECRET
-    ) -> tuple[int, float]:
+    def click(self, payload: dict[str, Any], *, secret: str = SIGNING_SECRET) -> tuple[int, float]:
         """POST an interactivity payload as Slack does: a form with ``payload=<json>``,
         signed; returns (status, seconds until the answer)."""
         body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
