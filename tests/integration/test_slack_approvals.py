@@ -22,6 +22,7 @@ from sqlmodel import select
 
 from cairn.db.models import ApprovalStatus, EventKind, SessionEvent, ToolApproval
 from tests.support.mcp_server import read_calls
+from tests.support.private_postgres import PrivatePostgres
 from tests.support.slack_api import BOT_USER, block_actions_payload
 from tests.support.slack_harness import Harness, running_slack
 
@@ -314,6 +315,30 @@ def test_malformed_clicks_get_a_private_answer_and_the_app_carries_on(ops: Ops) 
     ops.click(request, "cairn_approve")  # and a good click still counts
     ops.slack.settle(timeout=60)
     assert ops.ran() == ["restart_service"]
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_a_click_while_the_database_is_down_is_kept_and_counts_once_it_is_back(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with PrivatePostgres() as postgres:
+        running, calls = _running(monkeypatch, tmp_path, CAIRN_DATABASE_URL=postgres.url())
+        with running as slack:
+            ops = Ops(slack, calls)
+            request = ops.ask()
+            postgres.stop()
+            ops.click(request, "cairn_approve")  # acknowledged: it is on disk
+            told = ops.api.wait_for(lambda: ops.api.ephemerals(ADMIN), what="a private word")
+            assert "database is unavailable" in told[0]["text"]
+            assert "No need to click again" in told[0]["text"]
+            assert ops.ran() == []
+            postgres.start()
+            ops.api.wait_for(ops.ran, timeout=60, what="the approved call")
+            slack.settle(timeout=60)
+            assert ops.ran() == ["restart_service"]
+            assert "Approved by <@UADMIN>" in _texts(ops.request()["blocks"])
+            assert len(ops.api.ephemerals(ADMIN)) == 1  # told once, however long it waited
 
 
 # --- deciding with a reaction -----------------------------------------------------------
