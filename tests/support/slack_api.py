@@ -1,14 +1,16 @@
 """Stand-ins for Slack on 127.0.0.1: the Web API, Socket Mode, and signed Events API requests.
 
 :class:`SlackAPI` answers the Web API methods Cairn calls (``POST /api/<method>``, JSON or form
-bodies, the token in ``Authorization``), keeps what a workspace would (posted messages, reactions,
-published views, statuses, its conversations), records every call, and answers 429 with
-``Retry-After``, drops the connection, or refuses with Slack's error (``missing_scope``) on
-demand. ``conversations.replies`` is served as Slack serves an app outside the Marketplace since
-2025: pages of at most 15 messages, one request a minute per workspace (429 beyond it).
+bodies, the token in ``Authorization``), keeps what a workspace would (posted messages with
+their blocks, reactions, published views, statuses, ephemeral messages, its conversations),
+records every call, and answers 429 with ``Retry-After``, drops the connection, or refuses with
+Slack's error (``missing_scope``) on demand. ``conversations.replies`` is served as Slack serves
+an app outside the Marketplace since 2025: pages of at most 15 messages, one request a minute per
+workspace (429 beyond it).
 ``apps.connections.open`` hands out the URL of its :class:`SocketModeServer`, a websocket server
 that sends envelopes the way Slack does and records the client's acknowledgements.
-:func:`signed_headers` signs an HTTP request body with a signing secret, as Slack does.
+:func:`signed_headers` signs an HTTP request body with a signing secret, as Slack does, and
+:func:`block_actions_payload` builds the interactivity payload of a button click.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ __all__ = [
     "Call",
     "SlackAPI",
     "SocketModeServer",
+    "block_actions_payload",
     "event_payload",
     "signed_headers",
 ]
@@ -119,6 +122,8 @@ class Workspace:
     reactions: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     views: dict[str, JSON] = field(default_factory=dict)
     statuses: list[tuple[str, str, str]] = field(default_factory=list)
+    # What chat.postEphemeral showed one person: channel, user, text, thread_ts.
+    ephemerals: list[JSON] = field(default_factory=list)
 
 
 class SlackAPI(BackgroundServer):
@@ -220,6 +225,11 @@ class SlackAPI(BackgroundServer):
         with self._lock:
             found = [c for c in self._calls if method is None or c.method == method]
         return [c for c in found if c.status == 200] if ok_only else found
+
+    def ephemerals(self, user: str | None = None) -> list[JSON]:
+        """What chat.postEphemeral showed (to ``user``), oldest first."""
+        with self._lock:
+            return [e for e in self.workspace.ephemerals if user is None or e["user"] == user]
 
     def posts(self, channel: str | None = None) -> list[JSON]:
         """Messages the bot posted (chat.postMessage), oldest first."""
@@ -352,9 +362,29 @@ class SlackAPI(BackgroundServer):
         }
         if args.get("thread_ts"):
             message["thread_ts"] = str(args["thread_ts"])
+        if args.get("blocks"):
+            message["blocks"] = _blocks(args["blocks"])
         with self._lock:
             self.workspace.messages.setdefault(channel, []).append(message)
         return {"ok": True, "channel": channel, "ts": message["ts"], "message": message}
+
+    def _chat_postEphemeral(self, args: JSON) -> JSON:
+        channel, user = str(args.get("channel") or ""), str(args.get("user") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if not user:
+            return {"ok": False, "error": "user_not_found"}
+        if not args.get("text") and not args.get("blocks"):
+            return {"ok": False, "error": "no_text"}
+        shown = {
+            "channel": channel,
+            "user": user,
+            "text": str(args.get("text") or ""),
+            "thread_ts": str(args.get("thread_ts") or ""),
+        }
+        with self._lock:
+            self.workspace.ephemerals.append(shown)
+        return {"ok": True, "message_ts": self._ts()}
 
     # chat.startStream / appendStream / stopStream: a message whose Markdown grows while it
     # is "streaming"; chat.update and chat.delete act on any message of the bot.
@@ -421,6 +451,8 @@ class SlackAPI(BackgroundServer):
                 return {"ok": False, "error": "message_is_streaming"}
             message["text"] = str(text if text is not None else args.get("text") or "")
             message["markdown"] = text is not None
+            if "blocks" in args:
+                message["blocks"] = _blocks(args["blocks"])
             message["edited"] = int(message.get("edited", 0)) + 1
         return {"ok": True, "channel": message["channel"], "ts": message["ts"]}
 
@@ -531,6 +563,11 @@ class SlackAPI(BackgroundServer):
         with self._lock:
             self.workspace.views[str(args.get("user_id"))] = cast(JSON, view)
         return {"ok": True, "view": {"id": "V" + uuid.uuid4().hex[:8], **cast(JSON, view)}}
+
+
+def _blocks(blocks: Any) -> list[JSON]:
+    """Block Kit blocks as slack_sdk sends them: a JSON string in a form, a list in JSON."""
+    return cast(list[JSON], json.loads(blocks) if isinstance(blocks, str) else blocks)
 
 
 # The scope a missing_scope refusal names, by method.
@@ -765,6 +802,54 @@ def event_payload(event: JSON, *, team: str = "T0001", event_id: str | None = No
             {"team_id": team, "user_id": BOT_USER, "is_bot": True, "is_enterprise_install": False}
         ],
         "is_ext_shared_channel": False,
+    }
+
+
+_action_clock = itertools.count(1)
+
+
+def block_actions_payload(
+    message: JSON,
+    action_id: str,
+    value: str,
+    *,
+    user: str = "UANN",
+    team: str = "T0001",
+    action_ts: str | None = None,
+) -> JSON:
+    """The ``block_actions`` payload Slack sends when ``user`` clicks the button ``action_id``
+    (with ``value``) on the bot's ``message`` (as the stand-in keeps it)."""
+    ts = action_ts or f"{1_700_000_000 + next(_action_clock)}.{next(_action_clock):06d}"
+    return {
+        "type": "block_actions",
+        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": team},
+        "api_app_id": "ACAIRN",
+        "token": "legacy-verification-token",
+        "container": {
+            "type": "message",
+            "message_ts": message["ts"],
+            "channel_id": message["channel"],
+            "is_ephemeral": False,
+            **({"thread_ts": message["thread_ts"]} if message.get("thread_ts") else {}),
+        },
+        "trigger_id": f"{next(_action_clock)}.1.abcdef",
+        "team": {"id": team, "domain": "cairn-test"},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "channel": {"id": message["channel"], "name": message["channel"].lower()},
+        "message": message,
+        "state": {"values": {}},
+        "response_url": f"https://hooks.slack.com/actions/{team}/1/x",
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": "cairn_approval",
+                "text": {"type": "plain_text", "text": action_id, "emoji": True},
+                "value": value,
+                "action_ts": ts,
+            }
+        ],
     }
 
 

@@ -8,6 +8,7 @@ import json
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -64,6 +65,14 @@ class Harness:
         if retry_num is not None:
             headers["X-Slack-Retry-Num"] = str(retry_num)
             headers["X-Slack-Retry-Reason"] = "http_timeout"
+        return self.post_raw(body, headers)
+
+    def click(self, payload: dict[str, Any], *, secret: str = SIGNING_SECRET) -> tuple[int, float]:
+        """POST an interactivity payload as Slack does: a form with ``payload=<json>``,
+        signed; returns (status, seconds until the answer)."""
+        body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
+        headers = signed_headers(secret, body)
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
         return self.post_raw(body, headers)
 
     def post_raw(self, body: bytes, headers: dict[str, str]) -> tuple[int, float]:

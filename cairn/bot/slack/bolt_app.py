@@ -1,10 +1,11 @@
 """Cairn's Bolt app: the listeners for Slack's events, actions and the /cairn command.
 
 The app is transport-free, as Bolt intends: the Socket Mode handler and the HTTP adapter in
-:mod:`cairn.bot.slack.frontend` both feed it. Message and reaction events are written to the
-spool by a listener middleware, before Bolt acknowledges them (see
-:mod:`cairn.bot.slack.inbound`). The slash command acknowledges
-at once and answers through a lazy listener; App Home buttons acknowledge, act and redraw.
+:mod:`cairn.bot.slack.frontend` both feed it. Message and reaction events, and clicks on the
+Approve and Deny buttons of a request for approval, are written to the spool by a listener
+middleware, before Bolt acknowledges them (see :mod:`cairn.bot.slack.inbound`). The slash
+command acknowledges at once and answers through a lazy listener; App Home buttons
+acknowledge, act and redraw.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from cairn.bot.slack.approval_blocks import APPROVAL_BLOCK
 from cairn.bot.slack.conversations import channel_type_of_command
 from cairn.bot.slack.home import (
     CONFIRM_ACTION,
@@ -107,6 +109,12 @@ def register(
 
     for name in ("app_mention", "message", "reaction_added", "reaction_removed"):
         app.event(name, middleware=[spool_before_ack])(spooled)
+
+    @app.action({"block_id": APPROVAL_BLOCK}, middleware=[spool_before_ack])
+    def approval_button(ack: Ack) -> None:
+        """Approve or Deny on a request: spooled by the middleware, taken in by the ingest
+        thread (:mod:`cairn.bot.slack.approval_clicks`); acknowledged once on disk."""
+        ack()
 
     @app.event("app_home_opened")
     def home_opened(event: dict[str, Any], context: BoltContext, client: WebClient) -> None:

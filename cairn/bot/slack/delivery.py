@@ -1,7 +1,9 @@
 """Slack messages out: the outbox posted into the right threads, and "is thinking..." meanwhile.
 
 One thread posts what workers wrote to the outbox, oldest first: replies, notices and errors go
-to their thread as mrkdwn, split at Slack's message size; acknowledgements are only marked sent.
+to their thread as mrkdwn, split at Slack's message size; a request for approval is one message
+with Approve and Deny buttons (:mod:`cairn.bot.slack.approval_blocks`); acknowledgements are
+only marked sent.
 Each posted message's ``channel:ts`` is recorded on its outbox row, which is what reactions
 point at; later parts of a split reply are mapped to the first part in the dedupe store.
 
@@ -21,6 +23,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from cairn.bot.dedupe import Dedupe, claim_or_warn, release_quietly
+from cairn.bot.slack.approval_blocks import request_blocks
 from cairn.bot.slack.mrkdwn import split_message, to_mrkdwn
 from cairn.bot.slack.streaming import message_of
 from cairn.bot.slack.workspaces import Workspaces
@@ -243,6 +246,9 @@ class Delivery:
     def _post_parts(self, client: WebClient, row: OutboundMessage, done: list[str]) -> None:
         """Post the parts of ``row`` not yet posted (``done`` holds their ts), in order."""
         assert row.id is not None
+        if row.kind == "approval":
+            self._post_request(client, row, done)
+            return
         parts = split_message(to_mrkdwn(row.text), self.settings.slack.message_chars)
         for part in parts[len(done) :]:
             response = client.chat_postMessage(
@@ -254,6 +260,23 @@ class Delivery:
             )
             done.append(str(response["ts"]))
             self._journal_posted(row.id, done[-1])
+
+    def _post_request(self, client: WebClient, row: OutboundMessage, done: list[str]) -> None:
+        """Post a request for approval as one message with its buttons; its plain text is
+        what notifications show."""
+        assert row.id is not None
+        if done:
+            return
+        response = client.chat_postMessage(
+            channel=row.channel,
+            thread_ts=row.thread_ref,
+            text=to_mrkdwn(row.text),
+            blocks=request_blocks(row.data, self.settings),
+            unfurl_links=False,
+            unfurl_media=False,
+        )
+        done.append(str(response["ts"]))
+        self._journal_posted(row.id, done[-1])
 
     def _forget(self, outbound_id: int) -> None:
         self._posted.pop(outbound_id, None)

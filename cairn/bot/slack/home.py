@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cairn.bot.slack.mrkdwn import escape
 from cairn.memory import Memory, Scope
 from cairn.memory.records import may_confirm, may_retract
 from cairn.runtime import Runtime
@@ -57,7 +58,7 @@ def _memories(memories: list[Memory], empty: str) -> list[dict[str, Any]]:
         author = f" by <@{memory.author}>" if memory.author else ""
         blocks.append(
             _section(
-                f"{_escape(memory.text)}{badge}\n_#{memory.id} {memory.kind}{author}, "
+                f"{escape(memory.text)}{badge}\n_#{memory.id} {memory.kind}{author}, "
                 f"{memory.created_at:%Y-%m-%d}{disputed}_"
             )
         )
@@ -99,10 +100,6 @@ def _section(text: str) -> dict[str, Any]:
 
 def _context(text: str) -> dict[str, Any]:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def confirm_memory(rt: Runtime, tenant: str, memory_id: int, user: str) -> str:

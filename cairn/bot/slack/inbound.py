@@ -25,12 +25,13 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 
 from cairn.bot.dedupe import Dedupe
 from cairn.bot.pipeline import Pipeline
+from cairn.bot.slack.approval_clicks import ApprovalClicks, click_key
 from cairn.bot.slack.backfill import TIERS, ThreadReader
 from cairn.bot.slack.conversations import Conversations
 from cairn.bot.slack.delivery import Delivery, part_key
 from cairn.bot.slack.mrkdwn import from_slack
 from cairn.bot.slack.people import People
-from cairn.bot.slack.workspaces import BotIdentity, Workspaces
+from cairn.bot.slack.workspaces import PLATFORM, BotIdentity, Workspaces, tenant_of
 from cairn.bot.spool import Spool, Spooled
 from cairn.core.errors import InvalidInput, QueueError, first_line
 from cairn.db import is_unavailable
@@ -41,8 +42,6 @@ __all__ = ["PLATFORM", "BotIdentity", "Inbound", "tenant_of"]
 
 log = logging.getLogger(__name__)
 
-PLATFORM = "slack"
-
 # Message subtypes that are someone saying something; edits, joins and the like are not.
 _SPOKEN_SUBTYPES = {None, "thread_broadcast", "file_share", "me_message", "bot_message"}
 # An event waiting longer than this means the ingest thread is stuck: /healthz says so.
@@ -50,11 +49,6 @@ _STUCK_SECONDS = 60.0
 # The longest wait between two tries of an event while the database is down.
 _RETRY_CEILING = 5.0
 _OTHER_MENTION = re.compile(r"<@[UW][A-Z0-9]+>")
-
-
-def tenant_of(team_id: str) -> str:
-    """The memory tenant of a Slack workspace."""
-    return f"{PLATFORM}:{team_id}"
 
 
 class Inbound:
@@ -76,6 +70,9 @@ class Inbound:
         self.spool = spool
         self.people = People(workspaces)
         self.conversations = Conversations(workspaces)
+        self.clicks = ApprovalClicks(
+            pipeline, workspaces, self.people, self.conversations, self.settings
+        )
         self.threads = ThreadReader(TIERS[self.settings.slack.history_tier])
         self._oldest: float | None = None
         self._thread: threading.Thread | None = None
@@ -87,22 +84,26 @@ class Inbound:
     # --- the listener side (Bolt's threads, before the ack) -----------------------------
 
     def submit(self, body: dict[str, Any]) -> bool:
-        """Spool an Events API payload durably; False (and nothing spooled) if its event id
-        was seen.
+        """Spool an Events API or block actions payload durably; False (and nothing spooled)
+        if it was seen.
 
-        Slack's retries of one delivery, over HTTP or Socket Mode, carry the same event id.
-        Raises SpoolError when the payload can't be written: the event must not be
-        acknowledged then (its claim is released, so Slack's retry is taken).
+        Slack's retries of one delivery, over HTTP or Socket Mode, carry the same event id;
+        a click delivered twice, the same user and ``action_ts``. Raises SpoolError when the
+        payload can't be written: it must not be acknowledged then (its claim is released,
+        so Slack's retry is taken).
         """
-        event_id = str(body.get("event_id") or "")
-        key = f"slack:event:{event_id}"
-        if event_id and not self._claim(key):
-            log.debug("dropping retried event %s", event_id)
+        if body.get("type") == "block_actions":
+            key = click_key(body)
+        else:
+            event_id = str(body.get("event_id") or "")
+            key = f"slack:event:{event_id}" if event_id else ""
+        if key and not self._claim(key):
+            log.debug("dropping a delivery seen before (%s)", key)
             return False
         try:
             self.spool.append({"body": body})
         except Exception:
-            if event_id:
+            if key:
                 self._release(key)
             raise
         return True
@@ -205,7 +206,10 @@ class Inbound:
             return True
 
     def handle(self, body: dict[str, Any]) -> None:
-        """Take in one Events API payload (in the ingest thread)."""
+        """Take in one Events API or block actions payload (in the ingest thread)."""
+        if body.get("type") == "block_actions":
+            self.clicks.take(body)
+            return
         event = body.get("event")
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             return  # not an event as Slack sends it: nothing to take in
@@ -363,7 +367,7 @@ class Inbound:
             target = self.dedupe.get(part_key(tenant, target)) or target
         except redis.RedisError as exc:
             log.warning("dedupe store unavailable, reading the reaction as is: %s", exc)
-        self._accept(
+        result = self._accept(
             ChatEvent(
                 platform=PLATFORM,
                 tenant=tenant,
@@ -381,6 +385,9 @@ class Inbound:
                 raw=event,
             )
         )
+        if result is not None and not removed:
+            # On a request for approval, the reaction was a decision: answered as a click is.
+            self.clicks.answer(team, channel, user, ts, result)
 
     # --- into the pipeline ---------------------------------------------------------------
 

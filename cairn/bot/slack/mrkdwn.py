@@ -9,13 +9,13 @@ from markdown_it.tree import SyntaxTreeNode
 
 from cairn.bot.markdown import parse, split_markdown
 
-__all__ = ["from_slack", "split_message", "to_mrkdwn"]
+__all__ = ["escape", "from_slack", "split_message", "to_mrkdwn"]
 
 _RULE = "──────────"
 _MARKS = {"strong": "*", "em": "_", "s": "~"}
 
 
-def _escape(text: str) -> str:
+def escape(text: str) -> str:
     """Slack's three control characters, escaped as its docs ask."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
@@ -78,7 +78,7 @@ class _Mrkdwn:
             return "\n".join(self._item(node, at, item) for at, item in enumerate(node.children))
         if kind == "table":
             return _table(node)
-        return _escape(node.content)
+        return escape(node.content)
 
     def _item(self, listing: SyntaxTreeNode, at: int, item: SyntaxTreeNode) -> str:
         spacing = "\n" if at and self._blank_before(item) else ""
@@ -98,11 +98,11 @@ class _Mrkdwn:
     def _span(self, node: SyntaxTreeNode, bold: bool) -> str:
         kind = node.type
         if kind == "text":
-            return _escape(node.content)
+            return escape(node.content)
         if kind in ("softbreak", "hardbreak"):
             return "\n"
         if kind == "code_inline":
-            return f"`{_escape(node.content)}`"
+            return f"`{escape(node.content)}`"
         if kind in _MARKS:
             inner = self.inline(node.children, bold=bold or kind == "strong")
             if _inside_word(node):
@@ -113,13 +113,13 @@ class _Mrkdwn:
             return f"{_MARKS[kind]}{inner}{_MARKS[kind]}"
         if kind == "link" and node.markup == "autolink":
             # Shown as written: Slack links a bare address itself, and ``|`` must stay text.
-            return _escape(f"<{_plain(node.children)}>")
+            return escape(f"<{_plain(node.children)}>")
         if kind in ("link", "image"):
             target = str(node.attrs.get("href") or node.attrs.get("src") or "")
-            label = _escape(_plain(node.children))
+            label = escape(_plain(node.children))
             target = target.replace("|", "%7C")
             return f"<{target}|{label}>" if label and label != target else f"<{target}>"
-        return _escape(node.content) + self.inline(node.children, bold=bold)
+        return escape(node.content) + self.inline(node.children, bold=bold)
 
 
 def _inside_word(node: SyntaxTreeNode) -> bool:
@@ -144,7 +144,7 @@ def _plain(nodes: list[SyntaxTreeNode]) -> str:
 
 
 def _code(content: str) -> str:
-    return f"```\n{_escape(content.rstrip(chr(10)))}\n```"
+    return f"```\n{escape(content.rstrip(chr(10)))}\n```"
 
 
 def _table(table: SyntaxTreeNode) -> str:

@@ -27,12 +27,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BOT_SCOPES",
+    "PLATFORM",
     "BotIdentity",
     "InstalledWorkspaces",
     "SingleWorkspace",
     "Workspaces",
     "installation_flow",
+    "tenant_of",
 ]
+
+PLATFORM = "slack"
 
 # The bot scopes an OAuth install asks for: the same as manifest.yml's.
 BOT_SCOPES = (
@@ -54,6 +58,11 @@ BOT_SCOPES = (
 )
 # How long an install link (its OAuth state) stays valid.
 STATE_SECONDS = 600
+
+
+def tenant_of(team_id: str) -> str:
+    """The memory tenant of a Slack workspace."""
+    return f"{PLATFORM}:{team_id}"
 
 
 @dataclass(frozen=True, slots=True)
