@@ -10,9 +10,7 @@ real clients send through the homeserver.
 
 from __future__ import annotations
 
-import json
 import secrets
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -39,12 +37,11 @@ from tests.e2e.test_matrix import (  # noqa: F401 - synapse is a fixture the oth
     wait_for_answer,
 )
 from tests.support.matrix_e2e import E2EPerson
-from tests.support.mcp_server import read_calls
+from tests.support.mcp_server import read_calls, stdio_declaration
 from tests.support.synapse import Synapse
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-ROOT = Path(__file__).resolve().parents[2]
 RESTART = 'run ops__restart_service {"service": "payments"}'
 RESTARTED = {"tool": "restart_service", "arguments": {"service": "payments", "reason": ""}}
 
@@ -57,12 +54,7 @@ def declare_ops(
     calls = tmp_path / "calls.jsonl"
     config = tmp_path / "cairn.toml"
     config.write_text(
-        f"""{top}
-[mcp_servers.ops]
-command = {json.dumps(sys.executable)}
-args = ["-m", "tests.support.mcp_server"]
-env = {{ PYTHONPATH = {json.dumps(str(ROOT))}, CAIRN_TEST_MCP_CALLS = {json.dumps(str(calls))} }}
-cwd = {json.dumps(str(ROOT))}
+        f"""{top}{stdio_declaration(calls)}
 approval = "read"
 approvals = {{ "restart_*" = "needs approval" }}
 timeout = 20

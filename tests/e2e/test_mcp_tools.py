@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,13 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_console_chat import CAIRN, _env, _wait_ready, chat
-from tests.support.mcp_server import free_port, read_calls, running_http_server
+from tests.support.mcp_server import (
+    free_port,
+    read_calls,
+    running_http_server,
+    stdio_declaration,
+)
 from tests.support.messages_server import MessagesServer
-
-ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 
@@ -65,12 +67,7 @@ timeout = 3
 
 
 def _stdio(calls: Path) -> str:
-    return f"""
-[mcp_servers.ops]
-command = {json.dumps(sys.executable)}
-args = ["-m", "tests.support.mcp_server"]
-env = {{ PYTHONPATH = {json.dumps(str(ROOT))}, CAIRN_TEST_MCP_CALLS = {json.dumps(str(calls))} }}
-cwd = {json.dumps(str(ROOT))}"""
+    return stdio_declaration(calls)
 
 
 @pytest.fixture(params=["stdio", "http"])

@@ -10,8 +10,6 @@ over stdio; that server writes every call it runs to a file, which says whether 
 from __future__ import annotations
 
 import copy
-import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,14 +19,13 @@ import pytest
 from sqlmodel import select
 
 from cairn.db.models import ApprovalStatus, EventKind, SessionEvent, ToolApproval
-from tests.support.mcp_server import read_calls
+from tests.support.mcp_server import read_calls, stdio_declaration
 from tests.support.private_postgres import PrivatePostgres
 from tests.support.slack_api import BOT_USER, block_actions_payload
 from tests.support.slack_harness import Harness, running_slack
 
 pytestmark = [pytest.mark.timeout(120)]
 
-ROOT = Path(__file__).resolve().parents[2]
 CHANNEL = "C0OPS"
 TS = "1700000700.000100"
 RESTART = 'run ops__restart_service {"service": "payments"}'
@@ -39,12 +36,7 @@ def _config(tmp_path: Path, calls: Path, extra: str = "") -> Path:
     """A cairn.toml declaring the test MCP server as ``ops``, restarts held for approval."""
     config = tmp_path / "cairn.toml"
     config.write_text(
-        f"""
-[mcp_servers.ops]
-command = {json.dumps(sys.executable)}
-args = ["-m", "tests.support.mcp_server"]
-env = {{ PYTHONPATH = {json.dumps(str(ROOT))}, CAIRN_TEST_MCP_CALLS = {json.dumps(str(calls))} }}
-cwd = {json.dumps(str(ROOT))}
+        f"""{stdio_declaration(calls)}
 approval = "read"
 approvals = {{ "restart_*" = "needs approval" }}
 timeout = 10

@@ -31,7 +31,14 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-__all__ = ["build_server", "free_port", "main", "read_calls", "running_http_server"]
+__all__ = [
+    "build_server",
+    "free_port",
+    "main",
+    "read_calls",
+    "running_http_server",
+    "stdio_declaration",
+]
 
 SERVICES = {"payments": "running, 3 replicas", "search": "degraded, 1 of 2 replicas"}
 
@@ -44,6 +51,18 @@ def _record(tool: str, arguments: dict[str, object]) -> None:
     if path:
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"tool": tool, "arguments": arguments, "pid": os.getpid()}) + "\n")
+
+
+def stdio_declaration(calls: Path, name: str = "ops") -> str:
+    """The ``[mcp_servers.NAME]`` table of a cairn.toml that starts this server over stdio,
+    recording the calls it runs in ``calls`` (a test appends the server's other keys)."""
+    root = json.dumps(str(Path(__file__).resolve().parents[2]))
+    return f"""
+[mcp_servers.{name}]
+command = {json.dumps(sys.executable)}
+args = ["-m", "tests.support.mcp_server"]
+env = {{ PYTHONPATH = {root}, CAIRN_TEST_MCP_CALLS = {json.dumps(str(calls))} }}
+cwd = {root}"""
 
 
 def read_calls(path: Path) -> list[dict[str, object]]:

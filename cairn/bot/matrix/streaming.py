@@ -37,7 +37,7 @@ from nio import (
 
 from cairn.bot.matrix.account import PLATFORM
 from cairn.bot.matrix.records import Cause, EventRecords
-from cairn.bot.matrix.render import message_content, split_text
+from cairn.bot.matrix.render import message_content, replacement, split_text
 from cairn.bot.streaming import LiveReply, Refused, Throttled
 from cairn.core.settings import Settings
 
@@ -85,18 +85,7 @@ def edit_content(event_id: str, text: str, mentions: tuple[str, ...] = ()) -> di
     is the same text behind ``"* "``, shortened when the edit would not fit an event (it holds
     the text twice, and encrypted it grows by a third).
     """
-    new = message_content(text, mentions=mentions)
-    new.pop("m.relates_to", None)
-    edit: dict[str, Any] = {
-        "msgtype": new["msgtype"],
-        "body": "* " + new["body"],
-        "m.new_content": new,
-        "m.relates_to": {"rel_type": "m.replace", "event_id": event_id},
-        "m.mentions": {},
-    }
-    if "formatted_body" in new:
-        edit["format"] = new["format"]
-        edit["formatted_body"] = "* " + new["formatted_body"]
+    edit = replacement(event_id, message_content(text, mentions=mentions))
     if _json_bytes(edit) > EDIT_BYTES:
         edit.pop("format", None)
         edit.pop("formatted_body", None)
