@@ -241,3 +241,24 @@ def test_a_body_over_the_size_limit_is_413_before_it_is_sent(http: Harness) -> N
     finally:
         connection.close()
     assert_still_answers(http)
+
+
+def test_the_endpoint_answers_while_the_process_holds_more_than_1024_files(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """select() cannot watch a descriptor numbered 1024 or more; a frontend whose process has
+    that many open (MCP servers, sockets, stores) must still answer Slack."""
+    import os
+
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with running_slack(monkeypatch) as harness:
+            body = json.dumps({"type": "url_verification", "challenge": "fd", "token": "t"})
+            status, _, answer = harness.exchange(
+                body.encode(), signed_headers(SIGNING_SECRET, body.encode())
+            )
+            assert status == 200
+            assert json.loads(answer) == {"challenge": "fd"}
+    finally:
+        for fd in held:
+            os.close(fd)

@@ -143,6 +143,10 @@ class SlackFrontend:
             clear_untrusted_proxy_headers=True,
             # Read before any signature check: anyone could send a gigabyte (waitress's default).
             max_request_body_size=MAX_BODY_BYTES,
+            # poll(), not select(): select() fails for every connection once the process holds
+            # a file descriptor numbered 1024 or more (MCP servers, sockets, stores), and the
+            # HTTP endpoint then stops answering.
+            asyncore_use_poll=True,
         )
         http = threading.Thread(target=self._server.run, name="slack-http", daemon=True)
         http.start()
