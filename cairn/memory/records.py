@@ -70,6 +70,7 @@ class Memory:
     subject: str = ""  # what a fact gives a value for (cairn.memory.claims); "" for none
     valid_until: datetime | None = None  # replaced then by a newer value (superseded_by)
     superseded_by: int | None = None
+    source_message: str = ""  # the platform's id of the message it was learned from
 
     @classmethod
     def from_row(cls, row: MemoryRow | Row[Any]) -> Memory:
@@ -103,6 +104,7 @@ class Memory:
             subject=row.subject,
             valid_until=row.valid_until,
             superseded_by=row.superseded_by,
+            source_message=getattr(row, "source_message", "") or "",
         )
 
 

@@ -200,9 +200,15 @@ class Toolbox:
                 "than its author (or an admin) can confirm it"
             )
         outcome = ToolOutcome(json.dumps(payload))
-        if result.created:
+        if result.created or self._learned_here(memory):
             outcome.announced.append(memory)
         return outcome
+
+    def _learned_here(self, memory: Memory) -> bool:
+        """Whether ``memory`` was stored from the very message this turn answers: by an earlier
+        attempt at this turn that died before its reply was written (a worker killed mid-turn),
+        whose "remembered" notice was never posted, so this attempt announces it."""
+        return bool(self.source.message) and memory.source_message == self.source.message
 
     def _retracted(self, memory: Memory) -> ToolOutcome:
         """A remember of a retracted text: restored when its retractor (or an admin) says it

@@ -158,6 +158,46 @@ def test_running_a_session_twice_posts_nothing_twice(runtime: Runtime) -> None:
     assert len(_outbound(runtime, session_id)) == before
 
 
+class _DiesAfterRemembering:
+    """Asks to remember a fact; the first attempt dies once the memory is stored (as a worker
+    killed mid-turn does), the next answers."""
+
+    name = "dies-after-remembering"
+
+    def __init__(self) -> None:
+        self.died = False
+
+    def complete(self, request: LLMRequest, *, sink: TextSink | None = None) -> LLMResponse:
+        if request.messages[-1].role != "user" or not any(
+            getattr(b, "type", "") == "tool_result" for b in request.messages[-1].content
+        ):
+            return LLMResponse(
+                (ToolUseBlock("u1", "remember", {"text": "the wiki moved to wiki.acme.test"}),),
+                stop_reason="tool_use",
+            )
+        if not self.died:
+            self.died = True
+            raise RuntimeError("killed mid-turn")
+        return LLMResponse((TextBlock("Noted."),))
+
+
+def test_a_turn_redone_after_dying_announces_what_its_first_attempt_stored(
+    runtime: Runtime,
+) -> None:
+    runtime._llm = _DiesAfterRemembering()
+    result = ingest(EventLog(runtime.db), _msg("note the wiki move"), agent="cairn", max_chars=1000)
+    assert result.session_id is not None
+    with pytest.raises(RuntimeError, match="killed mid-turn"):
+        handle_pending(runtime, result.session_id)
+    assert _outbound(runtime, result.session_id) == []  # nothing was said: the turn died
+    handle_pending(runtime, result.session_id)  # the task's retry
+    kinds = [(m.kind, m.text) for m in _outbound(runtime, result.session_id)]
+    assert kinds == [
+        ("reply", "Noted."),
+        ("notice", "remembered: the wiki moved to wiki.acme.test"),
+    ]
+
+
 class _Failing:
     name = "failing"
 
