@@ -97,6 +97,9 @@ class LiveReply:
     first_delta_at: float = 0.0  # epoch time of the first text piece
     calls: int = 0  # platform calls made for it
     dead: bool = False  # streaming gave up: the final reply shows it whole
+    # The final reply is shown (or being shown): a piece still arriving, which the final text
+    # overtook on its way, changes nothing (appended, it would show text after the answer).
+    final: bool = False
 
     def restore(self, refs: list[str]) -> None:
         """Take over ``refs``, messages of this reply an earlier frontend opened (what they
@@ -238,6 +241,8 @@ class StreamRelay:
                 if live is None:
                     return
             live.touched = now
+            if live.final:
+                return
             if piece.attempt != live.attempt:  # the turn runs again (its worker died)
                 live.attempt, live.text = piece.attempt, ""
             if piece.kind == "text":
@@ -298,7 +303,7 @@ class StreamRelay:
     # --- showing ---------------------------------------------------------------------------
 
     def _flush(self, live: LiveReply, now: float) -> None:
-        if live.dead or not live.text.strip():
+        if live.dead or live.final or not live.text.strip():
             return
         # The platform's limits are per channel (Slack: about a message a second), so replies
         # streaming side by side in one channel share its pace; a reply's first message is
@@ -450,7 +455,7 @@ class StreamRelay:
                 self._live.pop(cause, None)
                 self._finished[cause] = time.monotonic()
                 return None
-            live.text = text
+            live.text, live.final = text, True
             self._show(live, text, final=True)
             return list(live.refs)
 

@@ -164,3 +164,21 @@ def test_a_piece_arriving_after_a_whole_post_opens_no_message_at_any_frontend(
     late.flush_due()
     assert _thread(api) == []
     assert late.streaming() == []
+
+
+def test_a_piece_overtaken_by_the_final_reply_changes_nothing_it_shows(
+    runtime: Runtime, api: SlackAPI
+) -> None:
+    relay = _relay(runtime, api, LocalDedupe())
+    cause = _cause(runtime)
+    relay.take(_piece(cause, "text", "Roll back with the previous "))
+    refs = relay.final(TENANT, cause, CHANNEL, THREAD, "Roll back with the previous tag.")
+    assert isinstance(refs, list)
+    # A piece of the stream reaches the relay after the final text did (it was queued behind
+    # others while the final reply came through the outbox), before the delivery's done().
+    relay.take(_piece(cause, "text", "ta"))
+    time.sleep(0.1)  # past the throttle (0.05 s here)
+    relay.flush_due()
+    relay.done(TENANT, cause)
+    (message,) = _thread(api)
+    assert message["text"] == "Roll back with the previous tag."
