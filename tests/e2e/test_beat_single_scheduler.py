@@ -49,20 +49,27 @@ class BeatWatch:
 
     def __init__(self, url: str) -> None:
         self.jobs: list[tuple[float, int]] = []
+        self.logs: list[Path] = []  # the workers' logs, shown when no beat sends
+        self.ended = ""  # why the watch last stopped watching, if it did
+        self.stopped = threading.Event()
         self._client = redis.Redis.from_url(url)
         threading.Thread(target=self._watch, daemon=True).start()
 
     def _watch(self) -> None:
-        try:
-            with self._client.monitor() as monitor:
-                for seen in monitor.listen():
-                    command = str(seen.get("command", ""))
-                    if command.startswith("LPUSH") and "celery_beat_task" in command:
-                        found = ORIGIN.search(command)
-                        if found:
-                            self.jobs.append((time.monotonic(), int(found.group(1))))
-        except (redis.RedisError, OSError):
-            pass  # the private Redis stopped at the end of the test
+        # Watches again after anything that ends a MONITOR (a reply it cannot parse, a dropped
+        # connection), so that one odd command does not blind the test; the last cause is kept.
+        while not self.stopped.is_set():
+            try:
+                with self._client.monitor() as monitor:
+                    for seen in monitor.listen():
+                        command = str(seen.get("command", ""))
+                        if command.startswith("LPUSH") and "celery_beat_task" in command:
+                            found = ORIGIN.search(command)
+                            if found:
+                                self.jobs.append((time.monotonic(), int(found.group(1))))
+            except Exception as exc:  # the private Redis stopped at the end of the test, or worse
+                self.ended = repr(exc)
+                self.stopped.wait(0.2)
 
     def senders(self, since: float, until: float = float("inf")) -> set[int]:
         """Pids that queued periodic jobs between ``since`` and ``until``."""
@@ -75,7 +82,21 @@ class BeatWatch:
             for pid in sorted(self.senders(since) - {other_than}):
                 return pid
             time.sleep(0.05)
-        pytest.fail(f"no beat queued a periodic job within {timeout:.0f}s")
+        pytest.fail(f"no beat queued a periodic job within {timeout:.0f}s\n{self._report()}")
+
+    def _report(self) -> str:
+        """What the watch and the workers say: the end of each log, each process's state."""
+        lines = [f"watch ended: {self.ended or 'no'}; jobs seen: {len(self.jobs)}"]
+        for log in self.logs:
+            lines.append(f"--- {log.name} (last 40 lines)")
+            lines.extend(log.read_text(errors="replace").splitlines()[-40:])
+        for pid_dir in Path("/proc").glob("[0-9]*"):
+            with contextlib.suppress(OSError):
+                command = (pid_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                if "cairn" in command and "worker" in command:
+                    wchan = (pid_dir / "wchan").read_text()
+                    lines.append(f"pid {pid_dir.name} {_stat(int(pid_dir.name))!r:.60} {wchan}")
+        return "\n".join(lines)
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -100,13 +121,16 @@ def _wait_gone(pid: int, timeout: float) -> bool:
 
 
 @pytest.fixture
-def watch(private_redis: PrivateRedis) -> BeatWatch:  # noqa: F811 - the fixture imported above
-    return BeatWatch(private_redis.url)
+def watch(private_redis: PrivateRedis) -> Iterator[BeatWatch]:  # noqa: F811 - imported above
+    watching = BeatWatch(private_redis.url)
+    yield watching
+    watching.stopped.set()
 
 
 @pytest.fixture
 def beat_workers(
     tmp_path: Path,
+    watch: BeatWatch,
     private_redis: PrivateRedis,  # noqa: F811 - the fixture imported above
 ) -> Iterator[StartWorker]:
     """Starts ``cairn worker --beat`` in its own process group (named by its home); at the end
@@ -120,6 +144,7 @@ def beat_workers(
             CAIRN_BEAT_INTERVAL=str(INTERVAL),
             CAIRN_LOCK_TTL=str(TTL),
         )
+        watch.logs.append(tmp_path / f"{name}.log")
         with (tmp_path / f"{name}.log").open("w") as out:
             proc = subprocess.Popen(
                 [*CAIRN, "worker", "-c", "1", "--beat"],
