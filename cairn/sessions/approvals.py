@@ -30,6 +30,7 @@ from cairn.db.models import (
     ApprovalStatus,
     EventKind,
     EventStatus,
+    OutboundMessage,
     ToolApproval,
     utcnow,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "ADMINS",
     "Approvals",
     "Decided",
+    "DecidedRequest",
     "approvers_of",
     "decision_of_reaction",
     "describe",
@@ -142,6 +144,18 @@ class Decided:
     duplicate: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class DecidedRequest:
+    """A request for approval (its outbox row, posted as ``posted_as``: a Slack ``channel:ts``
+    or a Matrix event id) and what became of it: approved, denied or expired, ``by`` whom
+    (empty for an expiry)."""
+
+    request: OutboundMessage
+    posted_as: str
+    decision: str
+    by: str
+
+
 class Approvals:
     """The tool calls held for approval in one database."""
 
@@ -194,6 +208,31 @@ class Approvals:
         """One held call by its number."""
         with self.db.session() as s:
             return s.get(ToolApproval, approval_id)
+
+    def request_decided_in(self, notice: OutboundMessage) -> DecidedRequest | None:
+        """The posted request ``notice`` tells the decision on, when ``notice`` is the first
+        message answering a ``decision`` event (the worker's notice of it, whoever decided or
+        the upkeep's expiry): the frontend closes that request, so it no longer asks."""
+        if notice.seq != 0 or notice.kind != "notice":
+            return None
+        event = EventLog(self.db).event(notice.cause_event_id)
+        if event is None or event.kind != EventKind.DECISION:
+            return None
+        approval = event.data.get("approval")
+        with self.db.session() as s:
+            requests = s.exec(
+                select(OutboundMessage)
+                .where(
+                    OutboundMessage.session_id == notice.session_id,
+                    OutboundMessage.kind == "approval",
+                )
+                .order_by(col(OutboundMessage.id))
+            ).all()
+        for request in requests:
+            if request.data.get("approval") == approval and request.message_ref:
+                decision = str(event.data.get("decision", ""))
+                return DecidedRequest(request, request.message_ref, decision, event.user)
+        return None
 
     def of_session(self, session_id: int) -> list[ToolApproval]:
         """The session's held calls, oldest first."""

@@ -261,6 +261,11 @@ def test_an_expired_request_is_told_to_the_thread_and_a_late_click_privately(
             what="the expiry notice",
         )
         assert ops.approval().status == ApprovalStatus.EXPIRED
+        # Nobody clicked: the request closed with the notice, its buttons gone.
+        ops.api.wait_for(
+            lambda: not _has_buttons(ops.request()), timeout=30, what="the request closed"
+        )
+        assert "Expired unanswered" in _texts(ops.request()["blocks"])
         ops.click(request, "cairn_approve")
         ops.slack.settle(timeout=60)
         (told,) = ops.api.ephemerals(ADMIN)

@@ -38,6 +38,7 @@ from cairn.bot.streaming import BUSY, Refused, StreamRelay, Throttled
 from cairn.core.errors import first_line
 from cairn.db import is_unavailable
 from cairn.db.models import OutboundMessage
+from cairn.sessions.approvals import Approvals
 from cairn.sessions.outbox import Outbox
 
 __all__ = ["Delivery", "Typing"]
@@ -229,7 +230,7 @@ class Delivery:
         """When ``notice`` tells a decision on a request for approval, edit the request to say
         who decided what instead of how to answer. A courtesy (the notice says it already), so
         a failure is only logged."""
-        decided = await asyncio.to_thread(self.records.decided_request, notice)
+        decided = await asyncio.to_thread(Approvals(self.records.db).request_decided_in, notice)
         if decided is None:
             return
         request = decided.request

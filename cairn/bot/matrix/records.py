@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlmodel import col, select
-
 from cairn.db import Database
 from cairn.db.models import EventKind, OutboundMessage
 from cairn.sessions.log import EventLog
 from cairn.sessions.outbox import message_at
 
-__all__ = ["Cause", "DecidedRequest", "EventRecords", "PastReaction"]
+__all__ = ["Cause", "EventRecords", "PastReaction"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,17 +33,6 @@ class Cause:
 
     reply_to: str | None
     user: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class DecidedRequest:
-    """A request for approval posted as the event ``posted_as``, and what became of it:
-    approved, denied or expired, ``by`` whom (empty for an expiry)."""
-
-    request: OutboundMessage
-    posted_as: str
-    decision: str
-    by: str
 
 
 class EventRecords:
@@ -69,30 +56,6 @@ class EventRecords:
         """The request for approval the bot posted as ``event_id``, if it is one."""
         message = message_at(self.db, self.tenant, event_id)
         return message if message is not None and message.kind == "approval" else None
-
-    def decided_request(self, message: OutboundMessage) -> DecidedRequest | None:
-        """The request ``message`` tells the decision on, when it is the first message
-        answering a decision (the worker's notice of it) and the request was posted."""
-        if message.seq != 0:
-            return None
-        event = self.log.event(message.cause_event_id)
-        if event is None or event.kind != EventKind.DECISION:
-            return None
-        with self.db.session() as s:
-            requests = s.exec(
-                select(OutboundMessage)
-                .where(
-                    OutboundMessage.session_id == message.session_id,
-                    OutboundMessage.kind == "approval",
-                )
-                .order_by(col(OutboundMessage.id))
-            ).all()
-        approval = event.data.get("approval")
-        for request in requests:
-            if request.data.get("approval") == approval and request.message_ref:
-                decision = str(event.data.get("decision", ""))
-                return DecidedRequest(request, request.message_ref, decision, event.user)
-        return None
 
     def message_taken(self, event_id: str) -> bool:
         """Whether the person's message ``event_id`` was taken in (a session has it)."""

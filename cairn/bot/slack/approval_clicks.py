@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from cairn.bot.pipeline import Pipeline
@@ -27,13 +28,13 @@ from cairn.bot.slack.workspaces import PLATFORM, Workspaces, tenant_of
 from cairn.core.errors import InvalidInput, QueueError, first_line
 from cairn.core.settings import Settings
 from cairn.db import is_unavailable
-from cairn.db.models import ApprovalStatus, OutboundMessage
+from cairn.db.models import ApprovalStatus, OutboundMessage, ToolApproval
 from cairn.sessions.approvals import Approvals
 from cairn.sessions.events import ChatEvent, EventType
 from cairn.sessions.ingest import Admission, Ingested
 from cairn.sessions.outbox import message_at
 
-__all__ = ["ApprovalClicks", "BadClick", "Click", "click_key", "read_click"]
+__all__ = ["ApprovalClicks", "BadClick", "Click", "click_key", "close_request", "read_click"]
 
 log = logging.getLogger(__name__)
 
@@ -228,27 +229,37 @@ class ApprovalClicks:
         """Replace the buttons of ``request`` (its outbox row) by who decided it, once it is
         decided."""
         approval = Approvals(self.pipeline.rt.db).get(int(request.data.get("approval", 0)))
-        if approval is None or approval.status == ApprovalStatus.PENDING:
-            return
-        if approval.status == ApprovalStatus.EXPIRED:
-            outcome = ":hourglass: Expired unanswered; it did not run."
-        elif approval.status == ApprovalStatus.DENIED:
-            outcome = f":x: Denied by <@{approval.decided_by}>"
-        else:
-            outcome = f":white_check_mark: Approved by <@{approval.decided_by}>"
         client = self.workspaces.client(team)
-        ts = (request.message_ref or ":").split(":", 1)[1]
-        if client is None or not ts:
-            return
-        try:
-            client.chat_update(
-                channel=request.channel,
-                ts=ts,
-                text=to_mrkdwn(request.text),
-                blocks=decided_blocks(request.data, self.settings, outcome),
-            )
-        except (SlackApiError, SlackClientError, OSError) as exc:
-            log.warning("could not close request #%s on Slack: %s", approval.id, exc)
+        if approval is not None and client is not None:
+            close_request(client, request, approval, self.settings)
+
+
+def close_request(
+    client: WebClient, request: OutboundMessage, approval: ToolApproval, settings: Settings
+) -> None:
+    """Replace the buttons of ``request`` (its outbox row) by what became of ``approval``
+    (who approved or denied it, or its expiry); nothing while it is pending. A courtesy (the
+    worker's notice says it too), so a failure is only logged."""
+    if approval.status == ApprovalStatus.PENDING:
+        return
+    if approval.status == ApprovalStatus.EXPIRED:
+        outcome = ":hourglass: Expired unanswered; it did not run."
+    elif approval.status == ApprovalStatus.DENIED:
+        outcome = f":x: Denied by <@{approval.decided_by}>"
+    else:
+        outcome = f":white_check_mark: Approved by <@{approval.decided_by}>"
+    ts = (request.message_ref or ":").split(":", 1)[1]
+    if not ts:
+        return
+    try:
+        client.chat_update(
+            channel=request.channel,
+            ts=ts,
+            text=to_mrkdwn(request.text),
+            blocks=decided_blocks(request.data, settings, outcome),
+        )
+    except (SlackApiError, SlackClientError, OSError) as exc:
+        log.warning("could not close request #%s on Slack: %s", approval.id, exc)
 
 
 def _team(body: dict[str, Any]) -> str:

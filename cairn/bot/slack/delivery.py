@@ -24,6 +24,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 
 from cairn.bot.dedupe import Dedupe, claim_or_warn, release_quietly
 from cairn.bot.slack.approval_blocks import request_blocks
+from cairn.bot.slack.approval_clicks import close_request
 from cairn.bot.slack.mrkdwn import split_message, to_mrkdwn
 from cairn.bot.slack.streaming import message_of
 from cairn.bot.slack.workspaces import Workspaces
@@ -33,6 +34,7 @@ from cairn.core.errors import first_line
 from cairn.core.settings import Settings
 from cairn.db import Database, is_unavailable
 from cairn.db.models import OutboundMessage
+from cairn.sessions.approvals import Approvals
 from cairn.sessions.log import EventLog
 from cairn.sessions.outbox import Outbox
 
@@ -232,7 +234,27 @@ class Delivery:
         self._forget(row.id)
         if self.relay is not None and row.kind in _STREAMED:
             self.relay.done(row.tenant_id, row.cause_event_id)
+        if row.kind == "notice":
+            self._close_decided(client, row)
         return True
+
+    def _close_decided(self, client: WebClient, notice: OutboundMessage) -> None:
+        """When ``notice`` tells a decision on a request for approval, make sure the request
+        shows it and has no buttons left: a click closes its request at once, but a request
+        that expired unanswered (or whose closing failed) is closed here."""
+        approvals = Approvals(self.db)
+        try:
+            decided = approvals.request_decided_in(notice)
+            approval = (
+                approvals.get(int(decided.request.data.get("approval", 0))) if decided else None
+            )
+        except Exception as exc:  # a courtesy: the notice is posted already
+            log.warning(
+                "could not look up the request notice #%s decides: %s", notice.id, first_line(exc)
+            )
+            return
+        if decided is not None and approval is not None:
+            close_request(client, decided.request, approval, self.settings)
 
     def _finish_stream(self, row: OutboundMessage) -> list[str] | Busy | None:
         """Edit the messages ``row``'s reply was streamed into to its final text; None when it
