@@ -223,7 +223,8 @@ class ApprovalStatus(StrEnum):
     """Where a tool call held for approval stands (docs/adr/0031).
 
     ``pending`` until a person decides or it expires; an approved call becomes ``running``
-    when a worker takes it (a guarded update: it runs once) and ``ran`` when its result is kept.
+    when a worker takes it (a guarded update: it runs once) and ``ran`` when its result is kept;
+    ``refused`` when it was approved but, by then, no longer allowed (the settings changed).
     """
 
     PENDING = "pending"
@@ -232,6 +233,7 @@ class ApprovalStatus(StrEnum):
     EXPIRED = "expired"
     RUNNING = "running"
     RAN = "ran"
+    REFUSED = "refused"
 
 
 class ToolApproval(SQLModel, table=True):

@@ -239,6 +239,10 @@ def _phrase_decision(body: str) -> str:
         return f"{who} denied request #{number}, so {tool} did not run."
     if decision == "expired":
         return f"Request #{number} expired unanswered, so {tool} did not run."
+    if data.get("status") == "refused":
+        return f"{who} approved request #{number}, but {tool} did not run: " + (
+            str(data.get("output", ""))
+        )
     if data.get("status") == "unknown":
         return f"{who} approved request #{number}, but whether {tool} took effect is unknown: " + (
             str(data.get("output", ""))

@@ -12,6 +12,7 @@ from cairn.mcp.catalog import (
     approval_for,
     exposed_name,
     matches,
+    may_call,
 )
 from cairn.mcp.hub import CallResult, ServerUnavailable, ToolServers
 
@@ -25,4 +26,5 @@ __all__ = [
     "approval_for",
     "exposed_name",
     "matches",
+    "may_call",
 ]

@@ -21,7 +21,15 @@ from typing import Any
 from cairn.core.settings import Approval, McpServerSpec, Settings
 from cairn.llm.types import ToolSpec
 
-__all__ = ["AgentTool", "RemoteTool", "agent_tools", "approval_for", "exposed_name", "matches"]
+__all__ = [
+    "AgentTool",
+    "RemoteTool",
+    "agent_tools",
+    "approval_for",
+    "exposed_name",
+    "matches",
+    "may_call",
+]
 
 # The Messages API's rule for a tool's name.
 _NAME_LIMIT = 64
@@ -102,8 +110,8 @@ def agent_tools(
     settings: Settings, agent: str, listed: Mapping[str, Sequence[RemoteTool]]
 ) -> list[AgentTool]:
     """The tools ``agent`` may call among those ``listed`` by each server, in server order."""
-    spec = settings.agent_spec(agent)
     servers = settings.mcp.servers
+    spec = settings.agent_spec(agent)
     chosen = list(servers) if spec.mcp_servers is None else spec.mcp_servers
     found: list[AgentTool] = []
     for server in chosen:
@@ -111,13 +119,22 @@ def agent_tools(
         if declared is None:
             continue
         for tool in listed.get(server, ()):
-            if not matches(tool.name, declared.allow):
-                continue
-            exposed = exposed_name(server, tool.name)
-            if spec.mcp_tools is not None and not matches(exposed, spec.mcp_tools):
-                continue
-            found.append(AgentTool(tool, exposed, approval_for(declared, tool.name)))
+            if may_call(settings, agent, server, tool.name):
+                exposed = exposed_name(server, tool.name)
+                found.append(AgentTool(tool, exposed, approval_for(declared, tool.name)))
     return found
+
+
+def may_call(settings: Settings, agent: str, server: str, tool: str) -> bool:
+    """Whether ``agent`` may call ``tool`` of ``server`` as the settings stand now: the server
+    is declared and among the agent's, and both allow lists admit the tool."""
+    declared = settings.mcp.servers.get(server)
+    if declared is None or not matches(tool, declared.allow):
+        return False
+    spec = settings.agent_spec(agent)
+    if spec.mcp_servers is not None and server not in spec.mcp_servers:
+        return False
+    return spec.mcp_tools is None or matches(exposed_name(server, tool), spec.mcp_tools)
 
 
 def _object_schema(schema: Mapping[str, Any]) -> dict[str, Any]:

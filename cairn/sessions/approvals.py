@@ -436,6 +436,20 @@ class Approvals:
             )
             return bool(moved.rowcount)
 
+    def refuse(self, approval_id: int, result: str) -> bool:
+        """Close an approved call without running it (no longer allowed), keeping ``result``
+        (what the model is told); True once, for one worker, like :meth:`take_run`."""
+        with self.db.session() as s:
+            moved = s.exec(
+                update(ToolApproval)
+                .where(
+                    col(ToolApproval.id) == approval_id,
+                    col(ToolApproval.status) == ApprovalStatus.APPROVED,
+                )
+                .values(status=ApprovalStatus.REFUSED, outcome="refused", result=result)
+            )
+            return bool(moved.rowcount)
+
     def ran(self, approval_id: int, *, outcome: str, result: str, duration_ms: float) -> None:
         """Keep what the call gave (``result`` as the model is shown it)."""
         with self.db.session() as s:

@@ -21,6 +21,7 @@ from cairn.core.metrics import APPROVED_CALLS
 from cairn.core.secrets import mask_secrets
 from cairn.db.models import AgentSession, ApprovalStatus, EventKind, SessionEvent, ToolApproval
 from cairn.llm.types import DECISION_PREFIX
+from cairn.mcp import may_call
 from cairn.memory.context import ContextEngine
 from cairn.runtime import Runtime
 from cairn.sessions.approvals import Approvals
@@ -62,6 +63,14 @@ def settle(rt: Runtime, session: AgentSession, event: SessionEvent) -> Settled:
     elif decision == ApprovalStatus.EXPIRED:
         payload |= {"status": "expired", "ran": False}
         notice = f"request #{row.id} ({row.tool}) expired unanswered: it did not run."
+    elif not may_call(rt.settings, row.agent, row.server, row.server_tool):
+        # The settings changed while the request waited (the server or tool was taken off
+        # this agent's lists): the approval was for a call that is no longer allowed.
+        payload |= _refused(approvals, row)
+        notice = (
+            f"{row.decided_by} approved request #{row.id}, but {row.tool} is no longer among "
+            f"the tools agent {row.agent or 'default'} may call: it did not run."
+        )
     else:
         result = _run_once(rt, approvals, session, event, row)
         payload |= result
@@ -140,6 +149,20 @@ def _run_once(
         duration_ms,
         status,
     )
+    return result
+
+
+def _refused(approvals: Approvals, row: ToolApproval) -> dict[str, Any]:
+    """Record that the approved call of ``row`` was not run (no longer allowed); what the
+    model is told of it."""
+    assert row.id is not None
+    result: dict[str, Any] = {
+        "status": "refused",
+        "ran": False,
+        "output": "This tool is no longer allowed for this agent (the settings changed).",
+    }
+    approvals.refuse(row.id, json.dumps(result))
+    log.warning("approved call #%s %s is no longer allowed: not run", row.id, row.tool)
     return result
 
 

@@ -174,6 +174,25 @@ def test_a_request_expires_and_a_late_approval_is_refused(ops: _Ops) -> None:
     assert (approval["status"], approval["decided_by"]) == ("expired", "")
 
 
+def test_an_approval_for_a_tool_taken_off_the_allow_list_meanwhile_runs_nothing(
+    ops: _Ops,
+) -> None:
+    first = chat(ops.env(), RESTART, "--user", "ann")
+    assert _of(first, "approval")
+    ops.write('allow = ["service_*"]')  # while the request waits, restarts are taken away
+    later = chat(ops.env(), "/approve 1\n", "--user", "ann", check=False)
+    assert (
+        "ann approved request #1, but ops__restart_service is no longer among the tools "
+        "agent cairn may call: it did not run."
+    ) in [o["text"] for o in _of(later, "notice")]
+    assert "did not run: This tool is no longer allowed for this agent" in _replies(later)[-1]
+    assert _tools_run(ops) == []
+    [approval] = _approvals(ops)
+    assert (approval["status"], approval["outcome"]) == ("refused", "refused")
+    described = ops.run("session", "show", "main", "--tenant", "console").stdout
+    assert "approval #1 refused: ops__restart_service" in described
+
+
 def test_a_server_that_crashes_during_an_approved_call_is_reported(ops: _Ops) -> None:
     out = chat(ops.env(), "run ops__crash\n/approve\n" + RESTART + "/approve\n", check=False)
     notices = [o["text"] for o in _of(out, "notice")]
