@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Any
 
 from nio import AsyncClient, RoomSendResponse
 
@@ -162,17 +163,10 @@ class Delivery:
                 in_reply_to=cause.reply_to,
                 mentions=(cause.user,) if cause.user else (),
             )
-            response = await client.room_send(
-                message.channel,
-                "m.room.message",
-                content,
-                tx_id=f"cairn-{message.id}-{index}",  # a resend after a crash is dropped
-                ignore_unverified_devices=True,
-            )
-            if not isinstance(response, RoomSendResponse):
-                await self._failed(message, str(response), getattr(response, "status_code", None))
+            event_id = await self._send_part(client, message, content, index)
+            if event_id is None:
                 return False
-            event_ids.append(str(response.event_id))
+            event_ids.append(event_id)
         await asyncio.to_thread(
             self.outbox.mark_sent, message.id, event_ids[0] if event_ids else None
         )
@@ -201,17 +195,9 @@ class Delivery:
             in_reply_to=cause.reply_to,
             mentions=(cause.user,) if cause.user else (),
         )
-        response = await client.room_send(
-            message.channel,
-            "m.room.message",
-            content,
-            tx_id=f"cairn-{message.id}-0",
-            ignore_unverified_devices=True,
-        )
-        if not isinstance(response, RoomSendResponse):
-            await self._failed(message, str(response), getattr(response, "status_code", None))
+        request = await self._send_part(client, message, content, 0)
+        if request is None:
             return False
-        request = str(response.event_id)
         await asyncio.to_thread(self.outbox.mark_sent, message.id, request)
         self._retry_at.pop(message.id, None)
         for answer, key in (("approve", self.approve), ("deny", self.deny)):
@@ -289,6 +275,24 @@ class Delivery:
         """The final reply is posted: the relay forgets its stream (and shows no late piece)."""
         if self.relay is not None and message.kind in STREAMED_KINDS:
             await asyncio.to_thread(self.relay.done, message.tenant_id, message.cause_event_id)
+
+    async def _send_part(
+        self, client: AsyncClient, message: OutboundMessage, content: dict[str, Any], index: int
+    ) -> str | None:
+        """Send part ``index`` of ``message``; its event id, or None when it failed (counted,
+        and tried again later). The transaction id is the row's and the part's, so a resend
+        after a crash is dropped by the homeserver."""
+        response = await client.room_send(
+            message.channel,
+            "m.room.message",
+            content,
+            tx_id=f"cairn-{message.id}-{index}",
+            ignore_unverified_devices=True,
+        )
+        if not isinstance(response, RoomSendResponse):
+            await self._failed(message, str(response), getattr(response, "status_code", None))
+            return None
+        return str(response.event_id)
 
     async def _failed(self, message: OutboundMessage, error: str, code: str | None) -> None:
         assert message.id is not None
