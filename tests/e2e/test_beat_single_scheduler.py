@@ -24,6 +24,7 @@ import redis
 
 from cairn.core.settings import load_settings
 from cairn.workers import upkeep
+from cairn.workers.beat import LAST_RUN_KEY, scheduler_holder
 from tests.e2e.test_console_chat import CAIRN, _env, _wait_ready
 from tests.e2e.test_faults import private_redis  # noqa: F401 (the fixture, with its own Redis)
 from tests.support.private_redis import PrivateRedis
@@ -87,6 +88,12 @@ class BeatWatch:
     def _report(self) -> str:
         """What the watch and the workers say: the end of each log, each process's state."""
         lines = [f"watch ended: {self.ended or 'no'}; jobs seen: {len(self.jobs)}"]
+        try:  # what the beats wrote to Redis, whatever the watch saw
+            lines.append(f"lock held by: {scheduler_holder(self._client)}")
+            lines.append(f"last runs: {self._client.hgetall(LAST_RUN_KEY)}")
+            lines.append(f"queued: {self._client.llen('cairn')}")
+        except redis.RedisError as exc:
+            lines.append(f"Redis: {exc}")
         for log in self.logs:
             lines.append(f"--- {log.name} (last 40 lines)")
             lines.extend(log.read_text(errors="replace").splitlines()[-40:])
