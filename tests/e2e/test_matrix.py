@@ -255,6 +255,7 @@ class Cairn:
 
     def __init__(self, synapse: Synapse, account: User, monkeypatch: pytest.MonkeyPatch) -> None:
         self.account = account
+        self.base_url = synapse.base_url
         monkeypatch.setenv("MATRIX_HOMESERVER", synapse.base_url)
         monkeypatch.setenv("MATRIX_USER_ID", account.user_id)
         monkeypatch.setenv("MATRIX_PASSWORD", account.password)
@@ -296,6 +297,14 @@ class Cairn:
             self.pipeline.close()
             self.pipeline = None
         assert not self.errors, self.errors
+
+    def account_data(self, kind: str) -> Any:
+        """The bot account's global account data of type ``kind`` (None if it has none)."""
+        url = f"{self.base_url}/_matrix/client/v3/user/{quote(self.id)}/account_data/{kind}"
+        response = httpx.get(
+            url, headers={"Authorization": f"Bearer {self.account.access_token}"}, timeout=30
+        )
+        return response.json() if response.status_code == 200 else None
 
     def db_rows(self, model: type[T], *where: Any) -> list[T]:
         assert self.pipeline is not None
@@ -437,6 +446,54 @@ def test_a_mention_gets_one_reply_in_a_thread_on_it_and_a_follow_up_continues_th
     assert len(cairn.db_rows(SessionEvent, SessionEvent.kind == "message")) == 2
     time.sleep(1.5)
     assert len(answers_to(alice, room, cairn.id, mention)) == 3  # one reply per message, + notice
+
+
+def test_in_a_direct_chat_a_message_without_a_mention_is_for_the_bot_even_after_a_restart(
+    cairn: Cairn, people: Callable[[str], Person]
+) -> None:
+    cairn.start()
+    alice, bob = people("alice"), people("bob")
+    room = room_with_bot(alice, cairn, direct=True)
+    asked = alice.send(room, f"remember {FACT}")  # no mention: a direct chat needs none
+    wait_for_answer(
+        "the remembered notice",
+        alice,
+        room,
+        cairn.id,
+        asked,
+        where=lambda e: e["content"]["body"] == f"remembered: {FACT}",
+    )
+    # The bot keeps it in its account data, as the spec asks of whoever is invited to a DM.
+    direct = cairn.account_data("m.direct")
+    assert direct == {alice.id: [room]}
+
+    cairn.stop()
+    cairn.start()  # a new process reads it back
+    again = alice.send(room, "what do you know about deploys?")
+    wait_for_answer(
+        "the answer after a restart",
+        alice,
+        room,
+        cairn.id,
+        again,
+        where=lambda e: FACT in e["content"]["body"] and e["content"]["msgtype"] == "m.text",
+    )
+
+    # With someone else in the room it is a room like any other: only mentions are read.
+    alice.invite(room, bob.id)
+    bob.call("POST", f"/join/{quote(room)}", {})
+    chatter = bob.send(room, "just chatting with alice")
+    mention = bob.send(room, "cairn: what is frozen?", mention=cairn.id)
+    wait_for_answer("the answer to the mention", bob, room, cairn.id, mention)
+    assert not cairn.answered(chatter)
+    assert answers_to(bob, room, cairn.id, chatter) == []
+
+    # An ordinary invite-only room with one person is no direct chat.
+    other = room_with_bot(alice, cairn)
+    ignored = alice.send(other, "not for the bot")
+    mention = alice.send(other, "cairn: are you there?", mention=cairn.id)
+    wait_for_answer("the answer in the other room", alice, other, cairn.id, mention)
+    assert not cairn.answered(ignored)
 
 
 def test_a_memory_from_one_public_room_is_recalled_in_another_room_of_the_homeserver(

@@ -308,6 +308,8 @@ def test_after_a_restart_the_next_encrypted_message_is_answered_once_and_nothing
     room = encrypted_room_with_bot(alice, cairn, direct=True)
     before = alice.send(room, "cairn: what do you know?", mention=cairn.id)
     wait_answer(alice, room, cairn.id, before)
+    unmentioned = alice.send(room, "and what is new?")  # a direct chat needs no mention
+    wait_answer(alice, room, cairn.id, unmentioned)
     device = cairn.frontend.state.device_id if cairn.frontend else ""
     cairn.stop()
 

@@ -28,6 +28,7 @@ from cairn.bot.dedupe import open_dedupe
 from cairn.bot.matrix.account import PLATFORM, BotAccount
 from cairn.bot.matrix.crypto import DeviceTrust
 from cairn.bot.matrix.delivery import Delivery, Typing
+from cairn.bot.matrix.direct import DirectChats
 from cairn.bot.matrix.inbound import Inbound
 from cairn.bot.matrix.invites import InvitePolicy
 from cairn.bot.matrix.login import Login
@@ -112,6 +113,7 @@ class MatrixFrontend:
         undecrypted = (
             Undecrypted(self.state, settings.matrix.key_wait_seconds) if encryption else None
         )
+        self.direct = DirectChats()
         self.inbound = Inbound(
             pipeline,
             settings,
@@ -120,9 +122,10 @@ class MatrixFrontend:
             self.typing,
             trust=self.trust,
             undecrypted=undecrypted,
+            direct=self.direct,
         )
         invites = InvitePolicy(settings.matrix.inviters)
-        self.rooms = Rooms(self.account, invites, self.outbox, self.state, self.typing)
+        self.rooms = Rooms(self.account, invites, self.outbox, self.state, self.typing, self.direct)
         self.sync = Sync(
             self.state, self.state_file, self.login, self.inbound, self.rooms, trust=self.trust
         )
@@ -189,6 +192,7 @@ class MatrixFrontend:
 
     async def _work(self, client: AsyncClient) -> None:
         await self.login.log_in(client)
+        await self.direct.load(client)  # before the sync: its messages may be direct ones
         tasks = [
             asyncio.create_task(self._deliver(client), name="matrix-outbox"),
             asyncio.create_task(self.typing.run(client), name="matrix-typing"),

@@ -30,6 +30,7 @@ from nio import (
 from cairn.bot.matrix.account import PLATFORM, BotAccount
 from cairn.bot.matrix.crypto import DeviceTrust
 from cairn.bot.matrix.delivery import Typing
+from cairn.bot.matrix.direct import DirectChats
 from cairn.bot.matrix.mentions import (
     is_mentioned,
     mentioned_users,
@@ -75,8 +76,10 @@ class Inbound:
         *,
         trust: DeviceTrust | None = None,
         undecrypted: Undecrypted | None = None,
+        direct: DirectChats | None = None,
     ) -> None:
         self.pipeline = pipeline
+        self.direct = direct if direct is not None else DirectChats()
         self.settings = settings
         self.account = account
         self.records = records
@@ -157,9 +160,9 @@ class Inbound:
             if isinstance(reply_to, str):
                 thread = await asyncio.to_thread(self.records.thread_of_bot_message, reply_to)
             if thread is None:
-                if not mentioned:
+                if not (mentioned or self.direct.is_direct(room)):
                     return
-                thread = str(event.event_id)  # the mention starts a thread
+                thread = str(event.event_id)  # the mention (or a direct message) starts one
         text = str(event.body or "")
         if "m.in_reply_to" in relation and not relation.get("is_falling_back"):
             text = strip_reply_fallback(text)

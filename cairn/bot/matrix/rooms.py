@@ -18,6 +18,7 @@ from nio import (
 
 from cairn.bot.matrix.account import BotAccount
 from cairn.bot.matrix.delivery import Typing
+from cairn.bot.matrix.direct import DirectChats
 from cairn.bot.matrix.invites import InvitePolicy
 from cairn.bot.matrix.render import message_content
 from cairn.bot.matrix.sync_state import MatrixState
@@ -44,8 +45,10 @@ class Rooms:
         outbox: Outbox,
         state: MatrixState,
         typing: Typing,
+        direct: DirectChats | None = None,
     ) -> None:
         self.account = account
+        self.direct = direct if direct is not None else DirectChats()
         self.invites = invites
         self.outbox = outbox
         self.state = state
@@ -71,15 +74,17 @@ class Rooms:
             return
         self._handled_invites.add(room_id)
         try:
-            answered = await self._answer_invite(room_id, str(event.sender))
+            direct = event.content.get("is_direct") is True
+            answered = await self._answer_invite(room_id, str(event.sender), direct=direct)
         except BaseException:
             self._handled_invites.discard(room_id)  # the batch is retried, invite and all
             raise
         if not answered:
             self._handled_invites.discard(room_id)
 
-    async def _answer_invite(self, room_id: str, inviter: str) -> bool:
-        """Join, or decline when the inviter is not allowed; False if the server refused."""
+    async def _answer_invite(self, room_id: str, inviter: str, *, direct: bool) -> bool:
+        """Join, or decline when the inviter is not allowed; False if the server refused.
+        A ``direct`` chat joined is recorded as the bot's direct chat with the inviter."""
         client = self._client()
         if not self.invites.allows(inviter):
             log.info(
@@ -96,6 +101,8 @@ class Rooms:
             log.warning("could not join %s on the invite of %s: %s", room_id, inviter, response)
             return False
         log.info("joined %s on the invite of %s", room_id, inviter)
+        if direct:
+            await self.direct.add(client, room_id, inviter)
         return True
 
     async def left(self, room_id: str) -> None:
