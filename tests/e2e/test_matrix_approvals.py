@@ -2,8 +2,8 @@
 
 The bot runs as in :mod:`tests.e2e.test_matrix` (the offline model, the embedded default) with
 the test MCP server (:mod:`tests.support.mcp_server`, over stdio) declared as ``ops``, whose
-``restart_*`` tools need approval; that server writes every call it runs to a file, which is
-how these tests know whether, and how often, a restart really ran. People ask with
+``restart_*`` tools and ``crash`` need approval; that server writes every call it runs to a
+file, which is how these tests know whether, and how often, a restart really ran. People ask with
 ``run ops__restart_service {...}``, and answer the request the bot posts with the reactions
 real clients send through the homeserver.
 """
@@ -56,7 +56,7 @@ def declare_ops(
     config.write_text(
         f"""{top}{stdio_declaration(calls)}
 approval = "read"
-approvals = {{ "restart_*" = "needs approval" }}
+approvals = {{ "restart_*" = "needs approval", "crash" = "needs approval" }}
 timeout = 20
 {extra}
 """
@@ -218,6 +218,34 @@ def test_a_denial_by_reaction_never_runs_the_call_and_the_model_is_told(
     wait_request_ends(alice, room, request, f"\n\nDenied by {alice.id}.")
     time.sleep(1.5)
     assert read_calls(calls) == []
+
+
+def test_a_server_that_crashes_during_an_approved_call_is_reported_in_the_thread(
+    cairn: Cairn,  # noqa: F811
+    people: Callable[[str], Person],  # noqa: F811
+    calls: Path,
+) -> None:
+    cairn.start()
+    alice = people("alice")
+    room = room_with_bot(alice, cairn)
+    asked = alice.send(room, "run ops__crash", mention=cairn.id)
+    request = wait_for_answer(
+        "the request for approval",
+        alice,
+        room,
+        cairn.id,
+        asked,
+        where=lambda e: body(e).startswith("Approval needed"),
+    )
+    row = the_approval(cairn)
+    alice.react(room, request["event_id"], "✅")
+    notice = wait_said(alice, room, cairn, asked, f"approved request #{row.id}: ran ops__crash")
+    assert notice.endswith(" (crashed).")
+    wait_said(alice, room, cairn, asked, "ops__crash failed (crashed)")  # the model's reply
+    assert [c["tool"] for c in read_calls(calls)] == ["crash"]
+    ran = the_approval(cairn)
+    assert (ran.status, ran.outcome) == (ApprovalStatus.RAN, "crashed")
+    wait_request_ends(alice, room, request, f"\n\nApproved by {alice.id}.")
 
 
 def test_someone_not_allowed_is_told_so_in_the_thread_and_an_admin_can_still_approve(

@@ -33,12 +33,13 @@ ADMIN = "UADMIN"
 
 
 def _config(tmp_path: Path, calls: Path, extra: str = "") -> Path:
-    """A cairn.toml declaring the test MCP server as ``ops``, restarts held for approval."""
+    """A cairn.toml declaring the test MCP server as ``ops``, restarts (and its ``crash``
+    tool) held for approval."""
     config = tmp_path / "cairn.toml"
     config.write_text(
         f"""{stdio_declaration(calls)}
 approval = "read"
-approvals = {{ "restart_*" = "needs approval" }}
+approvals = {{ "restart_*" = "needs approval", "crash" = "needs approval" }}
 timeout = 10
 {extra}
 """
@@ -191,6 +192,24 @@ def test_approve_runs_the_tool_once_and_the_request_shows_who_approved(ops: Ops)
     assert "ops__restart_service" in _texts(updated["blocks"])  # the request is still shown
     assert ops.approval().status == ApprovalStatus.RAN
     assert ops.api.ephemerals() == []
+
+
+def test_a_server_that_crashes_during_an_approved_call_is_reported_in_the_thread(
+    ops: Ops,
+) -> None:
+    request = ops.ask("run ops__crash")
+    ops.click(request, "cairn_approve")
+    ops.slack.settle(timeout=60)
+    assert ops.ran() == ["crash"]  # it ran once, and the server died under it
+    texts = [m["text"] for m in ops.thread()]
+    assert any(
+        t.startswith("UADMIN approved request #1: ran ops__crash in") and "(crashed)" in t
+        for t in texts
+    ), texts
+    assert any("ops__crash failed (crashed)" in t for t in texts), texts  # the model's reply
+    approval = ops.approval()
+    assert (approval.status, approval.outcome) == (ApprovalStatus.RAN, "crashed")
+    assert not _has_buttons(ops.request())
 
 
 def test_deny_never_runs_the_tool_and_the_model_is_told(ops: Ops) -> None:
