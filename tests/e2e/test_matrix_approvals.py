@@ -10,6 +10,7 @@ real clients send through the homeserver.
 
 from __future__ import annotations
 
+import os
 import secrets
 import threading
 import time
@@ -23,12 +24,15 @@ import pytest
 from cairn.bot.matrix import MatrixFrontend
 from cairn.core.settings import load_settings
 from cairn.db.models import ApprovalStatus, OutboundMessage, ToolApproval
+from tests.e2e import test_faults as faults
+from tests.e2e.test_faults import Workers
 from tests.e2e.test_matrix import (  # noqa: F401 - synapse is a fixture the others use
     Cairn,
     Person,
     answers_to,
     bot_messages,
     cairn,
+    cairn_run,
     joined,
     people,
     room_with_bot,
@@ -38,9 +42,14 @@ from tests.e2e.test_matrix import (  # noqa: F401 - synapse is a fixture the oth
 )
 from tests.support.matrix_e2e import E2EPerson
 from tests.support.mcp_server import read_calls, stdio_declaration
+from tests.support.private_redis import PrivateRedis
 from tests.support.synapse import Synapse
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+# Real ``cairn worker`` processes on a Redis of the test's own (the fault tests' fixtures).
+private_redis = faults.private_redis
+workers_for = faults.workers_for
 
 RESTART = 'run ops__restart_service {"service": "payments"}'
 RESTARTED = {"tool": "restart_service", "arguments": {"service": "payments", "reason": ""}}
@@ -246,6 +255,42 @@ def test_a_server_that_crashes_during_an_approved_call_is_reported_in_the_thread
     ran = the_approval(cairn)
     assert (ran.status, ran.outcome) == (ApprovalStatus.RAN, "crashed")
     wait_request_ends(alice, room, request, f"\n\nApproved by {alice.id}.")
+
+
+def test_a_worker_killed_while_a_call_waits_leaves_the_reaction_to_complete_it_once(
+    cairn: Cairn,  # noqa: F811
+    people: Callable[[str], Person],  # noqa: F811
+    calls: Path,
+    private_redis: PrivateRedis,
+    workers_for: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As an operator runs it: `cairn run` and `cairn worker` processes on Redis.
+    for name, value in {
+        "CAIRN_BROKER_URL": private_redis.url,
+        "CAIRN_STALE_AFTER": "2",
+        "CAIRN_BEAT_INTERVAL": "1",
+        "CAIRN_LOCK_TTL": "3",
+    }.items():
+        monkeypatch.setenv(name, value)
+    workers: Workers = workers_for(dict(os.environ))
+    asking = workers.start()
+    alice = people("alice")
+    with cairn_run(tmp_path / "run.log"):
+        room = room_with_bot(alice, cairn)
+        asked, request = ask_for_restart(alice, room, cairn)
+        workers.kill(asking)  # nothing waits for the decision: no worker is needed now
+        workers.start("--beat")
+        alice.react(room, request["event_id"], "✅")
+        notice = wait_said(alice, room, cairn, asked, "approved request #1: ran")
+        assert notice.endswith(" (ok).")
+        wait_said(alice, room, cairn, asked, "payments restarted")
+        wait_request_ends(alice, room, request, f"\n\nApproved by {alice.id}.")
+        time.sleep(2)  # long enough for a second run or a second answer to show up
+    assert [c["tool"] for c in read_calls(calls)] == ["restart_service"]
+    assert len(said_in_thread(alice, room, cairn, asked, "approved request #1: ran")) == 1
+    assert len(said_in_thread(alice, room, cairn, asked, "payments restarted")) == 1
 
 
 def test_someone_not_allowed_is_told_so_in_the_thread_and_an_admin_can_still_approve(
