@@ -10,7 +10,9 @@ CAIRN_LOCK_TTL seconds of its death.
   was frozen, cut off, or whose lock was taken by another never sends one more job: it logs the
   loss and waits like any standby.
 - When each job last ran is kept next to the lock (:data:`LAST_RUN_KEY`), so a beat that takes
-  over on another machine keeps the hourly jobs hourly.
+  over on another machine keeps the hourly jobs hourly. A job that last ran "in the future"
+  (the clock stepped back, or the other machine's clock ran ahead) is scheduled from now,
+  rather than held back until the clock catches up.
 - A beat embedded in a worker (a child process) ends with its worker: it asks Linux to send it
   SIGTERM when its parent dies, and checks its parent on every tick elsewhere. That is hygiene;
   the lock is the guarantee.
@@ -27,7 +29,7 @@ import socket
 import sys
 import threading
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any
 
@@ -35,17 +37,27 @@ import redis
 from celery import Celery
 from celery.beat import ScheduleEntry, Scheduler
 from celery.signals import beat_embedded_init
+from celery.utils.time import maybe_make_aware
 from redis.exceptions import LockError, LockNotOwnedError
 
 from cairn.core.errors import ConfigError
 from cairn.core.settings import get_settings
 
-__all__ = ["LAST_RUN_KEY", "LOCK_KEY", "OneScheduler", "SchedulerLock", "scheduler_holder"]
+__all__ = [
+    "CLOCK_SLACK",
+    "LAST_RUN_KEY",
+    "LOCK_KEY",
+    "OneScheduler",
+    "SchedulerLock",
+    "scheduler_holder",
+]
 
 log = logging.getLogger(__name__)
 
 LOCK_KEY = "cairn:beat:scheduler"
 LAST_RUN_KEY = "cairn:beat:last-run"
+# A job that last ran further ahead of the clock than this is scheduled from now instead.
+CLOCK_SLACK = timedelta(seconds=1)
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -151,6 +163,7 @@ class OneScheduler(Scheduler):  # type: ignore[misc]
             return self.lock.ttl / 3
         if self.lock.takes != takes:
             self._resume()
+        self._catch_up_with_the_clock()
         return float(min(super().tick(*args, **kwargs), self.lock.ttl / 3))
 
     def reserve(self, entry: ScheduleEntry) -> ScheduleEntry:
@@ -167,6 +180,33 @@ class OneScheduler(Scheduler):  # type: ignore[misc]
         self.lock.release()
         super().close()
         self._client.close()
+
+    def _catch_up_with_the_clock(self) -> None:
+        """Schedule from now the jobs that last ran "in the future".
+
+        That happens when the wall clock steps back (a machine's clock set after it booted,
+        NTP correcting it) or when the previous holder's clock ran ahead (:meth:`_resume`).
+        Celery measures what is due against the wall clock, so it would send nothing until the
+        clock caught up: minutes without upkeep, for a step back of minutes.
+        """
+        now = self.app.now()
+        ahead = [
+            entry
+            for entry in self.schedule.values()
+            if entry.last_run_at is not None
+            and maybe_make_aware(entry.last_run_at) > now + CLOCK_SLACK
+        ]
+        if not ahead:
+            return
+        most = max(maybe_make_aware(entry.last_run_at) - now for entry in ahead)
+        for entry in ahead:
+            entry.last_run_at = now
+        self._heap = None
+        log.warning(
+            "beat: the clock is %.0f s behind when %s last ran: scheduling from now",
+            most.total_seconds(),
+            ", ".join(sorted(entry.name for entry in ahead)),
+        )
 
     def _resume(self) -> None:
         """Take up when each job last ran from the previous holder, and rebuild the heap."""

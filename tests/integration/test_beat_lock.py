@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import logging
+import time
+from datetime import timedelta
 
 import pytest
 import redis
 
-from cairn.workers.beat import LOCK_KEY, SchedulerLock, scheduler_holder
+from cairn.core.settings import load_settings
+from cairn.workers.beat import LOCK_KEY, OneScheduler, SchedulerLock, scheduler_holder
+from cairn.workers.celery_app import configure_celery
 
 
 @pytest.fixture
@@ -53,3 +57,28 @@ def test_a_released_lock_is_taken_by_the_standby_at_once(client: redis.Redis[byt
 def test_a_beat_that_cannot_reach_redis_does_not_schedule() -> None:
     unreachable = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5)
     assert not SchedulerLock(unreachable, ttl=3).keep()
+
+
+def test_a_clock_that_steps_back_does_not_hold_the_jobs_back(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("CAIRN_BROKER_URL", redis_url)
+    monkeypatch.setenv("CAIRN_BEAT_INTERVAL", "1")
+    app = configure_celery(load_settings())
+    scheduler = OneScheduler(app)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        # The wall clock stepped back ten minutes (a machine's clock set after it booted):
+        # by the clock, every job last ran in the future. Celery would send nothing until the
+        # clock caught up.
+        ahead = app.now() + timedelta(minutes=10)
+        for entry in scheduler.schedule.values():
+            entry.last_run_at = ahead
+        deadline = time.monotonic() + 15
+        while client.llen("cairn") == 0 and time.monotonic() < deadline:
+            time.sleep(max(0.0, min(scheduler.tick(), 0.5)))
+        assert client.llen("cairn") > 0, "no job was sent"
+        assert "the clock is 600 s behind when" in caplog.text
+    finally:
+        scheduler.close()
+        client.close()
