@@ -425,20 +425,18 @@ class Approvals:
 
     def take_run(self, approval_id: int) -> bool:
         """Take an approved call to run it now: True once, for one worker, ever."""
-        with self.db.session() as s:
-            moved = s.exec(
-                update(ToolApproval)
-                .where(
-                    col(ToolApproval.id) == approval_id,
-                    col(ToolApproval.status) == ApprovalStatus.APPROVED,
-                )
-                .values(status=ApprovalStatus.RUNNING, started_at=utcnow())
-            )
-            return bool(moved.rowcount)
+        return self._move_approved(approval_id, status=ApprovalStatus.RUNNING, started_at=utcnow())
 
     def refuse(self, approval_id: int, result: str) -> bool:
         """Close an approved call without running it (no longer allowed), keeping ``result``
         (what the model is told); True once, for one worker, like :meth:`take_run`."""
+        return self._move_approved(
+            approval_id, status=ApprovalStatus.REFUSED, outcome="refused", result=result
+        )
+
+    def _move_approved(self, approval_id: int, **values: Any) -> bool:
+        """Set ``values`` on the row if it is still ``approved`` (one guarded update): True for
+        the one caller that moved it."""
         with self.db.session() as s:
             moved = s.exec(
                 update(ToolApproval)
@@ -446,7 +444,7 @@ class Approvals:
                     col(ToolApproval.id) == approval_id,
                     col(ToolApproval.status) == ApprovalStatus.APPROVED,
                 )
-                .values(status=ApprovalStatus.REFUSED, outcome="refused", result=result)
+                .values(**values)
             )
             return bool(moved.rowcount)
 

@@ -83,9 +83,12 @@ def body(event: dict[str, Any]) -> str:
     return str(event["content"].get("body", ""))
 
 
-def ask_for_restart(person: Person, room: str, bot: Cairn) -> tuple[str, dict[str, Any]]:
-    """Ask the bot to restart payments; the message's event id and the bot's request."""
-    asked = person.send(room, RESTART, mention=bot.id)
+def ask_for_restart(
+    person: Person, room: str, bot: Cairn, text: str = RESTART
+) -> tuple[str, dict[str, Any]]:
+    """Ask the bot to restart payments (or what ``text`` asks); the message's event id and the
+    bot's request."""
+    asked = person.send(room, text, mention=bot.id)
     request = wait_for_answer(
         "the request for approval",
         person,
@@ -237,15 +240,7 @@ def test_a_server_that_crashes_during_an_approved_call_is_reported_in_the_thread
     cairn.start()
     alice = people("alice")
     room = room_with_bot(alice, cairn)
-    asked = alice.send(room, "run ops__crash", mention=cairn.id)
-    request = wait_for_answer(
-        "the request for approval",
-        alice,
-        room,
-        cairn.id,
-        asked,
-        where=lambda e: body(e).startswith("Approval needed"),
-    )
+    asked, request = ask_for_restart(alice, room, cairn, "run ops__crash")
     row = the_approval(cairn)
     alice.react(room, request["event_id"], "✅")
     notice = wait_said(alice, room, cairn, asked, f"approved request #{row.id}: ran ops__crash")
