@@ -13,11 +13,12 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO, TypeVar
 
 from cairn.bot.pipeline import Pipeline
 from cairn.core.errors import CairnError, first_line
+from cairn.core.gate import gated
 from cairn.core.reactions import reaction_effect
 from cairn.core.text import printable
 from cairn.db import is_unavailable
@@ -284,6 +285,7 @@ class Console:
     def _show_piece(self, piece: StreamPiece) -> None:
         if piece.kind == "end":
             return
+        piece = replace(piece, text=gated(piece.text))
         shown = self._streamed.get(piece.cause)
         if self.as_json:
             if piece.kind == "text":
@@ -382,6 +384,7 @@ class Console:
     # --- output -------------------------------------------------------------------------
 
     def _emit(self, kind: str, text: str, **fields: Any) -> None:
+        text = gated(text)  # the console is a platform too: nothing shown skips the gate
         if self.as_json:
             record = {"type": kind, "text": text, "thread": self.state.thread, **fields}
             self.out.write(printable(json.dumps(record, ensure_ascii=False)) + "\n")

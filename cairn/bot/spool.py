@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cairn.core.errors import StorageError
+from cairn.core.gate import gated_data
 from cairn.core.settings import Settings
 
 __all__ = ["Spool", "SpoolError", "Spooled", "spool_folder"]
@@ -96,10 +97,13 @@ class Spool:
     def append(self, payload: dict[str, Any], *, take: bool = True) -> None:
         """Write ``payload`` durably and, unless ``take`` is False, queue it for :meth:`take`.
 
-        Returns only once the record is on disk. Raises SpoolError when it can't be (the
-        caller must then not acknowledge the event). A record not queued is a journal entry:
-        it is read back only by the process that adopts the segment.
+        Every string in it passes the gate first (credentials masked), so no secret said in
+        a message is ever on disk. Returns only once the record is on disk. Raises SpoolError
+        when it can't be (the caller must then not acknowledge the event). A record not
+        queued is a journal entry: it is read back only by the process that adopts the
+        segment.
         """
+        payload = gated_data(payload)  # what is on disk is what the gate lets through
         line = _encode(payload, replayed=False)
         with self._lock:
             if self._closed:

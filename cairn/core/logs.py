@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from cairn.core.gate import gate
 from cairn.core.redact import mask_urls
-from cairn.core.secrets import mask_secrets
 
 __all__ = ["RedactingFilter", "Throttle", "bind", "configure_logging"]
 
@@ -42,9 +42,10 @@ def bind(**fields: Any) -> Iterator[None]:
 
 
 class RedactingFilter(logging.Filter):
-    """Masks known secret values, the credentials in URLs and every credential
-    :func:`cairn.core.secrets.mask_secrets` finds (tokens, keys, stated passwords) in every
-    record's message, exception and stack, whatever code logged them."""
+    """Masks known secret values, the credentials in URLs, and passes every record's message,
+    exception and stack through the gate (:func:`cairn.core.gate.gate`: every credential it
+    finds masked, invisible characters gone), whatever code logged them. Identifiers (Matrix
+    room, event, device and session ids, Slack ids, UUIDs, git hashes) stay readable."""
 
     def __init__(self, secrets: Sequence[str] = ()) -> None:
         super().__init__()
@@ -55,7 +56,7 @@ class RedactingFilter(logging.Filter):
         other credentials by ``[secret removed: <kind>]``."""
         for secret in self._secrets:
             text = text.replace(secret, "***")
-        return mask_secrets(mask_urls(text))[0]
+        return gate(mask_urls(text)).text
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = self.redact(record.getMessage())

@@ -28,6 +28,7 @@ __all__ = [
     "SECRET_MARK",
     "Secret",
     "find_secrets",
+    "find_split",
     "has_secret",
     "mask_secrets",
     "mask_secrets_in",
@@ -528,21 +529,91 @@ def _long_words(text: str) -> Iterator[tuple[int, str]]:
             at += len(word)
 
 
+def _library_rules() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """detect-secrets' provider rules (docs/adr/0034): each pattern with the kind it finds.
+
+    Left out: its private key rule (it finds the header only; the body is masked by the shape
+    above), basic auth (URLs are read above), public IPs (not secrets), and the keyword and
+    entropy rules, written for source files (chat has its own, above and below).
+    """
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    skipped = {"Private Key", "Basic Auth Credentials", "Public IP (ipv4)"}
+    rules = []
+    plugins: dict[str, Any] = get_mapping_from_secret_type_to_class()
+    for kind, plugin in sorted(plugins.items()):
+        if kind in skipped:
+            continue
+        for pattern in getattr(plugin, "denylist", ()):
+            rules.append((kind, pattern))
+    return tuple(rules)
+
+
+_LIBRARY: tuple[tuple[str, re.Pattern[str]], ...] | None = None
+# The library's rules all need a run of 16 token characters or more: a text without one (most
+# chat) is not searched with them.
+_LIBRARY_HINT = re.compile(r"[A-Za-z0-9_+/=.:\-]{16,}")
+_TOKEN_CHAR = re.compile(r"[A-Za-z0-9_+/=\-]")
+
+
+def _in_library(text: str) -> Iterator[Secret]:
+    """What detect-secrets' provider rules find in ``text``, each widened to its whole token
+    (a rule that stops at a character its provider never writes must not leave a tail)."""
+    global _LIBRARY
+    if _LIBRARY_HINT.search(text) is None:
+        return
+    if _LIBRARY is None:
+        _LIBRARY = _library_rules()
+    for kind, pattern in _LIBRARY:
+        for match in pattern.finditer(text):
+            group = 1 if pattern.groups and match.group(1) else 0
+            start, end = match.span(group)
+            value = text[start:end]
+            if len(value) < 12 or not any(c.isdigit() for c in value) or _classes(value) < 2:
+                continue
+            while start > 0 and _TOKEN_CHAR.match(text[start - 1]):
+                start -= 1
+            while end < len(text) and _TOKEN_CHAR.match(text[end]):
+                end += 1
+            yield Secret(kind, start, end)
+
+
+# Words before a random-looking string that make it an identifier or a public key, not a
+# credential: Matrix's Megolm sessions, devices and keys, and ids named as such.
+_ID_CONTEXT = re.compile(
+    r"(?i:megolm|session[ _-]?id|sender[ _-]?key|curve25519|ed25519|device[ _-]?(?:id|key)?"
+    r"|room[ _-]?id|event[ _-]?id|request[ _-]?id|trace[ _-]?id|fingerprint|identity key"
+    r"|signing key|public key|checksum|digest|sha\d*|commit|txn[ _-]?id)\W{0,3}\S{0,40}\W{0,3}$"
+)
+# A Matrix id's sigil: $event, !room, @user, #alias (the rest is an id, however random).
+_SIGILS = "$!@#"
+
+
+def _an_identifier(text: str, start: int) -> bool:
+    """Whether the random-looking string at ``start`` is an identifier by what precedes it."""
+    if start and text[start - 1] in _SIGILS:
+        return True
+    return _ID_CONTEXT.search(text, max(0, start - 60), start) is not None
+
+
 def _candidates(text: str) -> Iterator[Secret]:
-    """Every secret a rule finds: those of URLs first, then each shape in turn, the generic
-    rule last (where two overlap, :func:`find_secrets` keeps the first)."""
+    """Every secret a rule finds: those of URLs first, then each shape in turn, then the
+    library's provider rules, the generic rule last (where two overlap,
+    :func:`find_secrets` keeps the first)."""
     if "://" in text:
         yield from _in_urls(text)
     for shape, match in _matches(text, _lower(text)):
         span = _span(shape, match)
         if span is not None:
             yield Secret(shape.kind, *span)
+    yield from _in_library(text)
     for at, word in _long_words(text):
         if "://" in word:
             continue  # a document id in a link is not a credential; URL secrets are above
         for match in _TOKEN.finditer(word):
-            if _high_entropy(match.group(0)):
-                yield Secret("high-entropy token", at + match.start(), at + match.end())
+            start = at + match.start()
+            if _high_entropy(match.group(0)) and not _an_identifier(text, start):
+                yield Secret("high-entropy token", start, at + match.end())
 
 
 def find_secrets(text: str) -> list[Secret]:
@@ -553,6 +624,45 @@ def find_secrets(text: str) -> list[Secret]:
         if all(secret.end <= k.start or k.end <= secret.start for k in kept):
             kept.append(secret)
     return sorted(kept, key=lambda s: s.start)
+
+
+# A word that could be part of a key or token: long enough, and not a plain word.
+_PART = re.compile(r"[A-Za-z0-9_+/=.\-]{6,}")
+
+
+def _part(word: str) -> bool:
+    return _PART.fullmatch(word) is not None and (
+        any(c.isdigit() for c in word) or word[0] in "._-" or len(word) >= 16
+    )
+
+
+def may_be_second_part(text: str) -> bool:
+    """Whether ``text`` has a key-like word within its first 40 characters (the second part
+    of a split credential would be there); cheap, for deciding to look further."""
+    return any(_part(m.group()) for m in _PART.finditer(text, 0, 40))
+
+
+def find_split(before: str, text: str) -> tuple[str, int, int, int, int] | None:
+    """A credential split over two messages: its kind, where it starts and ends in ``before``
+    (the message said just before, as stored) and where its part in ``text`` starts and
+    ends, or None.
+
+    The last key-like word of ``before`` (within its last 80 characters) joined to the first
+    one of ``text`` (within its first 40, after a label such as "part 2:") is read as one
+    text; a credential found across the join, but in neither message alone, is the split one.
+    """
+    tail = [m for m in _PART.finditer(before, max(0, len(before) - 80)) if _part(m.group())]
+    head = next((m for m in _PART.finditer(text, 0, 40) if _part(m.group())), None)
+    if not tail or head is None:
+        return None
+    last = tail[-1]
+    start = max(0, last.start() - 200)
+    joined = before[start : last.end()] + head.group()
+    junction = last.end() - start
+    for secret in find_secrets(joined):
+        if secret.start < junction < secret.end:
+            return secret.kind, start + secret.start, last.end(), head.start(), head.end()
+    return None
 
 
 def has_secret(text: str) -> bool:

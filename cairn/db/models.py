@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
+from sqlalchemy import Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from cairn.db.types import UTCDateTime
+from cairn.db.types import GatedJSON, GatedText, UTCDateTime
 
 __all__ = [
     "AGENT_CHARS",
@@ -71,7 +71,7 @@ def utcnow() -> datetime:
 
 
 def _json() -> Any:
-    return Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    return Field(default_factory=dict, sa_column=Column(GatedJSON, nullable=False))
 
 
 class EventKind(StrEnum):
@@ -126,8 +126,8 @@ class AgentRow(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     tenant_id: str = Field(foreign_key="tenant.id", max_length=TENANT_CHARS)
     name: str = Field(max_length=AGENT_CHARS)
-    description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
-    instructions: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    description: str = Field(default="", sa_column=Column(GatedText, nullable=False, default=""))
+    instructions: str = Field(default="", sa_column=Column(GatedText, nullable=False, default=""))
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
@@ -181,7 +181,7 @@ class SessionEvent(SQLModel, table=True):
     message_ref: str | None = Field(default=None, max_length=REF_CHARS)
     user: str = Field(default="", max_length=USER_CHARS)
     agent: str = Field(default="", max_length=AGENT_CHARS)
-    text: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    text: str = Field(default="", sa_column=Column(GatedText, nullable=False, default=""))
     data: dict[str, Any] = _json()
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
@@ -207,11 +207,11 @@ class OutboundMessage(SQLModel, table=True):
     thread_ref: str = Field(max_length=THREAD_CHARS)
     kind: str = Field(default="reply", max_length=16)
     agent: str = Field(default="", max_length=AGENT_CHARS)
-    text: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    text: str = Field(default="", sa_column=Column(GatedText, nullable=False, default=""))
     data: dict[str, Any] = _json()
     status: str = Field(default=OutboundStatus.PENDING, max_length=16)
     attempts: int = Field(default=0)
-    last_error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    last_error: str = Field(default="", sa_column=Column(GatedText, nullable=False, default=""))
     message_ref: str | None = Field(default=None, max_length=REF_CHARS, index=True)
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
@@ -271,7 +271,7 @@ class ToolApproval(SQLModel, table=True):
     started_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
     duration_ms: float | None = None
     outcome: str = Field(default="", max_length=32)
-    result: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    result: str = Field(default="", sa_column=Column(GatedText, nullable=False, default=""))
 
 
 class StreamedReply(SQLModel, table=True):
@@ -318,7 +318,7 @@ class MemoryRow(SQLModel, table=True):
     visibility: str = Field(default="private", max_length=16)
     scope_key: str = Field(max_length=600)
     kind: str = Field(default="fact", max_length=16)
-    text: str = Field(sa_column=Column(Text, nullable=False))
+    text: str = Field(sa_column=Column(GatedText, nullable=False))
     content_hash: str = Field(max_length=64)
     source_platform: str = Field(default="", max_length=PLATFORM_CHARS)
     source_channel: str = Field(default="", max_length=CHANNEL_CHARS)
@@ -351,7 +351,9 @@ class MemoryRow(SQLModel, table=True):
         default=None, sa_column=Column(UTCDateTime, nullable=True)
     )
     retracted_by: str = Field(default="", max_length=USER_CHARS)
-    retraction_reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    retraction_reason: str = Field(
+        default="", sa_column=Column(GatedText, nullable=False, default="")
+    )
     # What a fact gives a value for ("is:call payment", see cairn.memory.claims); "" for none.
     subject: str = Field(default="", max_length=200)
     # When a newer value of the same subject replaced this one (kept for audit and "as of").
@@ -368,7 +370,7 @@ class MemoryOutbox(SQLModel, table=True):
     memory_id: int = Field(foreign_key="memory.id", index=True)
     op: str = Field(default="upsert", max_length=16)
     attempts: int = Field(default=0)
-    last_error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    last_error: str = Field(default="", sa_column=Column(GatedText, nullable=False, default=""))
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
@@ -437,7 +439,7 @@ class MemoRow(SQLModel, table=True):
     tenant_id: str = Field(foreign_key="tenant.id", max_length=TENANT_CHARS)
     sender: str = Field(max_length=USER_CHARS)
     recipient: str = Field(max_length=AGENT_CHARS)
-    text: str = Field(sa_column=Column(Text, nullable=False))
+    text: str = Field(sa_column=Column(GatedText, nullable=False))
     priority: int = Field(default=0)
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
@@ -468,7 +470,7 @@ class Artifact(SQLModel, table=True):
     sha256: str = Field(primary_key=True, max_length=64)
     tenant_id: str = Field(max_length=TENANT_CHARS, index=True)
     kind: str = Field(default="text", max_length=32)
-    content: str = Field(sa_column=Column(Text, nullable=False))
+    content: str = Field(sa_column=Column(GatedText, nullable=False))
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
@@ -489,7 +491,7 @@ class ContextArtifact(SQLModel, table=True):
     tenant_id: str = Field(max_length=TENANT_CHARS)
     sha256: str = Field(foreign_key="artifact.sha256", max_length=64, index=True)
     kind: str = Field(default="text", max_length=32)
-    title: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    title: str = Field(default="", sa_column=Column(GatedText, nullable=False, default=""))
     chars: int = Field(default=0)
     tokens: int = Field(default=0)
     created_at: datetime = Field(
@@ -549,7 +551,7 @@ class DeadLetter(SQLModel, table=True):
     event_id: int = Field(foreign_key="session_event.id", index=True, unique=True)
     session_id: int = Field(foreign_key="agent_session.id")
     tenant_id: str = Field(max_length=TENANT_CHARS)
-    reason: str = Field(sa_column=Column(Text, nullable=False))
+    reason: str = Field(sa_column=Column(GatedText, nullable=False))
     attempts: int = Field(default=1)
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)

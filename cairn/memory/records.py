@@ -18,7 +18,8 @@ from sqlalchemy import ColumnElement, Row, and_, or_
 from sqlmodel import col
 
 from cairn.core.errors import InvalidInput
-from cairn.core.secrets import SECRET_MARK, find_secrets
+from cairn.core.gate import gate
+from cairn.core.secrets import SECRET_MARK
 from cairn.core.text import clean_text
 from cairn.db.models import MemoryRow
 from cairn.memory.scope import Scope, Visibility
@@ -179,8 +180,10 @@ def checked_memory(text: str, kind: str) -> str:
     never memories. The message names the kind of secret, never the secret.
     """
     text = _validated_text(text)
-    kinds = sorted({found.kind for found in find_secrets(text)})
-    removed = sorted(set(_REMOVED.findall(text)))
+    gated = gate(text)
+    kinds = sorted(set(gated.secrets))
+    text = gated.text.strip()
+    removed = sorted(set(_REMOVED.findall(text)) - set(kinds))
     if kinds or removed or SECRET_MARK in text:
         what = ", ".join(kinds + [f"{k}, removed from the message" for k in removed])
         raise InvalidInput(

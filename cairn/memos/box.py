@@ -18,7 +18,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import col, select
 
 from cairn.core.errors import InvalidInput, NotFound
-from cairn.core.text import clean_text
+from cairn.core.gate import gate
 from cairn.db import Database, ensure_tenant, table
 from cairn.db.models import MemoReceipt, MemoRow, utcnow
 
@@ -68,7 +68,7 @@ class MemoBox:
         Raises InvalidInput for an empty or oversized text, a malformed recipient, a priority
         outside -10..10, or an expiry in the past.
         """
-        text = clean_text(text)
+        text = gate(text).text.strip()  # credentials masked, what people see: no secret travels
         if not text:
             raise InvalidInput("a memo needs some text")
         if len(text) > MAX_MEMO_CHARS:

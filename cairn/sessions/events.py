@@ -9,9 +9,9 @@ from enum import StrEnum
 from typing import Any
 
 from cairn.core.errors import InvalidInput
+from cairn.core.gate import gate
 from cairn.core.reactions import emoji_name
-from cairn.core.secrets import mask_secrets
-from cairn.core.text import LONE_SURROGATE, clean_text, printable
+from cairn.core.text import LONE_SURROGATE, printable
 from cairn.db.models import (
     AGENT_CHARS,
     CHANNEL_CHARS,
@@ -94,7 +94,8 @@ class ChatEvent:
     ``private`` is true unless the frontend knows the conversation is public (a public Slack
     channel, a public unencrypted Matrix room): what is learned in a private one stays there.
     ``secrets`` names the kinds of credential :meth:`validated` removed from the text (it never
-    reaches the session log, the model, memory or a log line).
+    reaches the session log, the model, memory or a log line), and ``hidden`` counts the
+    invisible characters it took out (what is kept is what a person sees: cairn.core.gate).
     """
 
     platform: str
@@ -116,6 +117,7 @@ class ChatEvent:
     admin: bool = False
     private: bool = True
     secrets: tuple[str, ...] = ()
+    hidden: int = 0
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -123,8 +125,10 @@ class ChatEvent:
             object.__setattr__(self, "reaction", emoji_name(self.reaction))
 
     def validated(self, max_chars: int) -> ChatEvent:
-        """This event with its text cleaned, and any credential in it replaced by a marker
-        (``[secret removed: Slack token]``; the kinds removed are in ``secrets``).
+        """This event with its text through the gate (:func:`cairn.core.gate.gate`): what a
+        person sees, trimmed, and any credential in it replaced by a marker (``[secret removed:
+        Slack token]``; the kinds removed are in ``secrets``, the invisible characters taken
+        out counted in ``hidden``).
 
         Raises InvalidInput, naming the field, when a name is missing, longer than the schema
         keeps (see NAME_LIMITS) or not printable, or when the text is empty, too long or not
@@ -149,7 +153,8 @@ class ChatEvent:
                     f"the message is not valid UTF-8 text (character {bad.start() + 1} is an "
                     "undecodable byte or a broken escape); it was not sent. Send it as UTF-8."
                 )
-            text = clean_text(self.text)
+            gated = gate(self.text)
+            text = gated.text.strip()
             if not text:
                 raise InvalidInput("the message is empty")
             if len(text) > max_chars:
@@ -157,8 +162,7 @@ class ChatEvent:
                     f"the message is {len(text)} characters long; the limit is {max_chars} "
                     "(CAIRN_MAX_MESSAGE_CHARS). Split it, or attach long logs as a file."
                 )
-            text, removed = mask_secrets(text)
-            return _replace(self, text=text, secrets=tuple(removed))
+            return _replace(self, text=text, secrets=gated.secrets, hidden=gated.hidden)
         if self.type is EventType.DECISION:
             if self.decision not in DECISIONS:
                 raise InvalidInput(

@@ -12,14 +12,17 @@ turns the logged, unaddressed copy into that agent's work, once.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from enum import StrEnum
 
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
+from cairn.core.gate import rejoin
+from cairn.core.secrets import may_be_second_part
 from cairn.core.settings import Settings
-from cairn.db.models import EventKind, EventStatus, SessionEvent
+from cairn.db.models import EventKind, EventStatus, SessionEvent, utcnow
 from cairn.sessions.approvals import Approvals, decision_of_reaction
 from cairn.sessions.events import ChatEvent, EventType
 from cairn.sessions.log import EventLog, ThreadRef
@@ -90,6 +93,7 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
     assert session.id is not None
     try:
         with log.db.session() as s:
+            event = _rejoined(s, session.id, event)
             row = log.append_in(
                 s,
                 session.id,
@@ -107,6 +111,7 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
                     "untrusted": event.untrusted,
                     "private": event.private,
                     **({"secrets": list(event.secrets)} if event.secrets else {}),
+                    **({"hidden": event.hidden} if event.hidden else {}),
                 },
                 wake=True,  # a new message wakes an ended session
             )
@@ -118,6 +123,40 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
         return Ingested(Admission.DUPLICATE, session.id)
     admission = Admission.QUEUED if event.addressed else Admission.IGNORED
     return Ingested(admission, session.id, row["id"])
+
+
+# How long after a message the next one may still be read as the rest of a credential it began.
+_SPLIT_WINDOW = timedelta(minutes=10)
+
+
+def _rejoined(s: Session, session_id: int, event: ChatEvent) -> ChatEvent:
+    """``event``, with the second part of a credential split over the person's previous
+    message in the thread and this one masked, and the first part masked in the log.
+
+    Read only when the message opens with a key-like word (cairn.core.secrets.find_split):
+    most messages cost nothing here.
+    """
+    if not may_be_second_part(event.text):
+        return event
+    previous = s.exec(
+        select(SessionEvent)
+        .where(
+            SessionEvent.session_id == session_id,
+            SessionEvent.kind == EventKind.MESSAGE,
+            col(SessionEvent.created_at) >= utcnow() - _SPLIT_WINDOW,
+        )
+        .order_by(col(SessionEvent.seq).desc())
+        .limit(1)
+    ).first()
+    if previous is None or previous.user != event.user:
+        return event
+    found = rejoin(previous.text, event.text)
+    if found is None:
+        return event
+    kind, before, text = found
+    s.exec(update(SessionEvent).where(col(SessionEvent.id) == previous.id).values(text=before))
+    secrets = tuple(dict.fromkeys((*event.secrets, kind)))
+    return replace(event, text=text, secrets=secrets)
 
 
 def _address_logged_copy(log: EventLog, event: ChatEvent, message_ref: str) -> int | None:

@@ -200,6 +200,9 @@ def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: Session
     kinds = event.data.get("secrets")
     if kinds:
         said.append(Said("notice", secrets_notice([str(k) for k in kinds])))
+    hidden = event.data.get("hidden")
+    if hidden:
+        said.append(Said("notice", hidden_notice(int(hidden))))
     said += [Said("notice", f"retracted: {m.text}", ()) for m in _unique(outcome.retracted)]
     said += [Said("notice", text[:1000]) for text in dict.fromkeys(outcome.notices)]
     _finish(rt, session, event, said, turn=turn, approvals=outcome.approvals)
@@ -512,6 +515,15 @@ def secrets_notice(kinds: list[str]) -> str:
     return (
         f"I removed what looks like a secret ({what}) from your message before reading or "
         "storing it: secrets are never kept as memories. If it is real, rotate it."
+    )
+
+
+def hidden_notice(count: int) -> str:
+    """What the thread is told when invisible characters were taken out of a message."""
+    what = "an invisible character" if count == 1 else f"{count} invisible characters"
+    return (
+        f"Your message held {what} (formatting or hidden text that shows nothing). I took "
+        "them out: what I read and keep is only what people see."
     )
 
 

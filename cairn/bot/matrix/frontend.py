@@ -29,6 +29,7 @@ from cairn.bot.matrix.account import PLATFORM, BotAccount
 from cairn.bot.matrix.crypto import DeviceTrust
 from cairn.bot.matrix.delivery import Delivery, Typing
 from cairn.bot.matrix.direct import DirectChats
+from cairn.bot.matrix.gated import GatedAsyncClient
 from cairn.bot.matrix.inbound import Inbound
 from cairn.bot.matrix.invites import InvitePolicy
 from cairn.bot.matrix.login import Login
@@ -177,7 +178,7 @@ class MatrixFrontend:
             store_sync_tokens=False,  # the since token is ours to save, after ingest
             pickle_key=PICKLE_KEY,  # named, so that `cairn doctor` reads the store with it
         )
-        client = AsyncClient(
+        client = GatedAsyncClient(
             self.account.homeserver,
             self.account.user_id,
             device_id=self.state.device_id or None,

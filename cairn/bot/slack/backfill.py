@@ -28,6 +28,8 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
+from cairn.bot.slack.web import GatedWebClient
+
 __all__ = ["TIERS", "HistoryTier", "ThreadReader"]
 
 log = logging.getLogger(__name__)
@@ -199,7 +201,7 @@ def _newer(message: dict[str, Any], than: str | None, *, inclusive: bool = False
 def _without_rate_limit_retries(client: WebClient) -> WebClient:
     """``client`` minus its 429 retry handler: a rate-limited read must not sleep in the
     ingest thread for Slack's Retry-After (other retries stay)."""
-    return WebClient(
+    return GatedWebClient(
         token=client.token,
         base_url=client.base_url,
         timeout=client.timeout,

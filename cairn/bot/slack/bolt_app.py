@@ -35,6 +35,7 @@ from cairn.bot.slack.inbound import Inbound, tenant_of
 from cairn.bot.slack.slash import run_command
 from cairn.bot.spool import SpoolError
 from cairn.core.errors import ConfigError
+from cairn.core.gate import gated
 from cairn.core.settings import Settings
 from cairn.runtime import Runtime
 
@@ -185,7 +186,7 @@ def register(
                 team, channel, channel_type_of_command(command.get("channel_name"))
             ),
         )
-        respond(text=answer, response_type="ephemeral")
+        respond(text=gated(answer), response_type="ephemeral")  # a webhook, not the WebClient
 
     app.command("/cairn")(ack=command_ack, lazy=[command_run])
 

@@ -1,0 +1,215 @@
+"""The one gate every text passes before Cairn keeps it or shows it to anyone.
+
+A text becomes what a person sees (:func:`visible`: control characters, Unicode format
+characters such as tags, zero-width and bidi controls, and meaningless variation selectors
+removed, then NFKC), and its credentials are masked (:mod:`cairn.core.secrets`). What Cairn
+stores, logs, exports or posts is the gated text, never the original: the chat edge gates each
+message (:func:`gate`, which also says what it removed, for the notice), and the backstops
+(:func:`gated` for a column of the schema, a platform post, a log record, a spool record;
+:func:`gated_data` for JSON) gate again whatever reaches them, so a path that forgets the
+edge still writes nothing it should not. Gating is idempotent: a gated text passes unchanged.
+
+Whether a text reads as an instruction to the assistant is weighed on the gated text
+(:attr:`Gated.instruction`), so that nothing hidden from people can steer the model.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from cairn.core.injection import instruction_reason
+from cairn.core.secrets import find_secrets, find_split, removed
+
+__all__ = ["Gated", "gate", "gated", "gated_data", "rejoin", "visible"]
+
+# Control characters other than tab and newline (carriage returns are turned into newlines).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# What shows nothing beside the format characters (category Cf): the combining grapheme
+# joiner, Hangul fillers, Mongolian free variation selectors, variation selectors.
+_ALSO_INVISIBLE = frozenset(
+    "\u034f\u115f\u1160\u3164\uffa0\u180b\u180c\u180d\u180f"
+    + "".join(chr(c) for c in range(0xFE00, 0xFE10))
+    + "".join(chr(c) for c in range(0xE0100, 0xE01F0))
+)
+_ZWNJ, _ZWJ, _VS15, _VS16, _KEYCAP = "\u200c", "\u200d", "\ufe0e", "\ufe0f", "\u20e3"
+_BLACK_FLAG, _CANCEL_TAG = "\U0001f3f4", "\U000e007f"
+_TAGS = range(0xE0020, 0xE007F)
+
+
+def _pictograph(char: str) -> bool:
+    """Whether ``char`` is an emoji or another symbol a variation selector or joiner can
+    modify (symbols, and the supplementary planes' pictographs)."""
+    return unicodedata.category(char) in {"So", "Sk", "Sm"} or 0x1F000 <= ord(char) <= 0x1FAFF
+
+
+def _joins_letters(before: str, after: str) -> bool:
+    """Whether a zero-width (non-)joiner between ``before`` and ``after`` shapes the letters
+    of a script that uses it (Arabic, Persian, Indic...), where it changes what is seen."""
+    return (
+        not before.isascii()
+        and not after.isascii()
+        and unicodedata.category(before)[0] in "LM"
+        and unicodedata.category(after)[0] in "LM"
+    )
+
+
+def _meaningful(text: str, at: int) -> int:
+    """How many characters from ``at`` (an invisible one) carry meaning and stay: a joiner
+    inside an emoji sequence or a script that needs it, an emoji variation selector, the tag
+    sequence of a subdivision flag. 0 when the character at ``at`` is to be removed."""
+    char = text[at]
+    before = text[at - 1] if at else ""
+    after = text[at + 1] if at + 1 < len(text) else ""
+    if char in (_ZWJ, _ZWNJ):
+        if before and after and (_pictograph(before) or _pictograph(after)) and char == _ZWJ:
+            return 1
+        return 1 if before and after and _joins_letters(before, after) else 0
+    if char in (_VS15, _VS16):
+        return 1 if before and (_pictograph(before) or after == _KEYCAP) else 0
+    if ord(char) in _TAGS and before == _BLACK_FLAG:
+        end = at
+        while end < len(text) and ord(text[end]) in _TAGS and end - at < 7:
+            end += 1
+        if end < len(text) and text[end] == _CANCEL_TAG:
+            return end + 1 - at
+    return 0
+
+
+def _invisible(char: str) -> bool:
+    return unicodedata.category(char) == "Cf" or char in _ALSO_INVISIBLE
+
+
+def _without_invisible(text: str) -> tuple[str, int]:
+    """``text`` without the invisible characters that carry nothing, and how many went."""
+    kept: list[str] = []
+    dropped = 0
+    at = 0
+    while at < len(text):
+        char = text[at]
+        if not _invisible(char):
+            kept.append(char)
+            at += 1
+            continue
+        keep = _meaningful(text, at)
+        if keep:
+            kept.append(text[at : at + keep])
+            at += keep
+        else:
+            dropped += 1
+            at += 1
+    return "".join(kept), dropped
+
+
+def visible(text: str) -> tuple[str, int]:
+    """``text`` as a person sees it, and how many characters that took away.
+
+    Carriage returns become newlines; control characters other than tab and newline, Unicode
+    format characters (tags, zero-width spaces and joiners, bidi controls, the BOM...) and
+    variation selectors go, except where they carry something (an emoji sequence, a flag, the
+    joiners of scripts that need them); lone surrogates become U+FFFD; the rest is NFKC.
+    Never raises.
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    dropped = 0
+    if _CONTROL.search(text):
+        text, dropped = _CONTROL.subn("", text)
+    if text.isascii():
+        return text, dropped
+    text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if any(_invisible(c) for c in text):
+        text, more = _without_invisible(text)
+        dropped += more
+    if not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", text)
+        if any(_invisible(c) for c in text):  # NFKC can uncover some (rare)
+            text, more = _without_invisible(text)
+            dropped += more
+    return text, dropped
+
+
+@dataclass(frozen=True, slots=True)
+class Gated:
+    """A text through the gate: what is kept and shown (``text``), the kinds of credential
+    masked in it (``secrets``), and how many invisible characters were taken out
+    (``hidden``)."""
+
+    text: str
+    secrets: tuple[str, ...] = ()
+    hidden: int = 0
+    _reason: list[str | None] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def instruction(self) -> str | None:
+        """Why the gated text reads as an instruction to the assistant, or None (weighed
+        once, on first use)."""
+        if not self._reason:
+            self._reason.append(instruction_reason(self.text))
+        return self._reason[0]
+
+
+def _masked(text: str, spans: list[tuple[str, int, int]]) -> str:
+    parts: list[str] = []
+    last = 0
+    for kind, start, end in spans:
+        parts += [text[last:start], removed(kind)]
+        last = end
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+def gate(text: str) -> Gated:
+    """``text`` made what a person sees, with every credential in it masked. Never raises."""
+    shown, hidden = visible(text)
+    secrets = find_secrets(shown)
+    if not secrets:
+        return Gated(shown, (), hidden)
+    kinds = tuple(dict.fromkeys(s.kind for s in secrets))
+    return Gated(_masked(shown, [(s.kind, s.start, s.end) for s in secrets]), kinds, hidden)
+
+
+def rejoin(before: str, text: str) -> tuple[str, str, str] | None:
+    """A credential split over two gated messages of one thread (``before``, then ``text``):
+    the kind, and both texts with their part masked; None when there is none."""
+    split = find_split(before, text)
+    if split is None:
+        return None
+    kind, start, end, head_start, head_end = split
+    return (
+        kind,
+        _masked(before, [(kind, start, end)]),
+        _masked(text, [(kind, head_start, head_end)]),
+    )
+
+
+# Texts shorter than this are remembered: the same text is gated at the edge, then again by
+# each backstop it reaches (the event log, the outbox, the platform), so most calls repeat.
+_CACHED_CHARS = 4096
+
+
+@lru_cache(maxsize=8192)
+def _gated_cached(text: str) -> str:
+    return gate(text).text
+
+
+def gated(text: str) -> str:
+    """The gated form of ``text`` (what :func:`gate` keeps), for the backstops. Never raises."""
+    if len(text) <= _CACHED_CHARS:
+        return _gated_cached(text)
+    return gate(text).text
+
+
+def gated_data(value: Any) -> Any:
+    """A JSON-like ``value`` with every string in it gated, keys included; other values are
+    kept as they are. Never raises."""
+    if isinstance(value, str):
+        return gated(value)
+    if isinstance(value, dict):
+        return {gated(str(k)): gated_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [gated_data(v) for v in value]
+    return value
