@@ -46,15 +46,30 @@ def _pictograph(char: str) -> bool:
     return unicodedata.category(char) in {"So", "Sk", "Sm"} or 0x1F000 <= ord(char) <= 0x1FAFF
 
 
+# The scripts whose letters a zero-width joiner or non-joiner shapes (so that it changes what
+# is seen): Arabic and Persian, Syriac, the Indic scripts and Sinhala, Myanmar, Khmer, Mongolian.
+_JOINING_SCRIPTS = (
+    (0x0600, 0x08FF),
+    (0x0900, 0x0DFF),
+    (0x1000, 0x109F),
+    (0x1780, 0x18AF),
+    (0xA8E0, 0xA8FF),
+    (0xFB50, 0xFDFF),
+    (0xFE70, 0xFEFF),
+)
+
+
+def _joining(char: str) -> bool:
+    code = ord(char)
+    return any(low <= code <= high for low, high in _JOINING_SCRIPTS) and (
+        unicodedata.category(char)[0] in "LM"
+    )
+
+
 def _joins_letters(before: str, after: str) -> bool:
     """Whether a zero-width (non-)joiner between ``before`` and ``after`` shapes the letters
     of a script that uses it (Arabic, Persian, Indic...), where it changes what is seen."""
-    return (
-        not before.isascii()
-        and not after.isascii()
-        and unicodedata.category(before)[0] in "LM"
-        and unicodedata.category(after)[0] in "LM"
-    )
+    return _joining(before) and _joining(after)
 
 
 def _meaningful(text: str, at: int) -> int:
