@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.core.credentials import chat_secrets, placeholder, public_spans
 from cairn.core.redact import url_secrets
 
 __all__ = [
@@ -156,7 +157,7 @@ def _folded(word: str) -> str:
 def _stated_password(value: str) -> bool:
     """Whether ``value``, written after "password is" or the like, is a password."""
     word = _folded(value)
-    if len(value) < 3 or word in _STOP_WORDS or _PLACEHOLDER.match(value):
+    if len(value) < 3 or word in _STOP_WORDS or _PLACEHOLDER.match(value) or placeholder(value):
         return False
     if len(set(value)) == 1:
         return False
@@ -196,10 +197,31 @@ _SEPARATORS = re.compile(r"[_\-]")
 _SSH_PUBLIC = ("AAAAB3NzaC1yc2E", "AAAAC3NzaC1lZDI1NTE5", "AAAAE2VjZHNh")
 
 
+def _encoded_text(body: str) -> bool:
+    """Whether ``body`` is base64 of words (a config, a sentence): data, not a key."""
+    import base64
+    import binascii
+
+    try:
+        decoded = base64.b64decode(body + "=" * (-len(body) % 4), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return False
+    return decoded.isprintable() and (" " in decoded or "\n" in decoded) or (
+        decoded.replace("\n", "").isprintable() and "\n" in decoded
+    )
+
+
 def _high_entropy(token: str) -> bool:
     """Whether ``token`` reads as a random credential: not hex (SHAs, UUIDs, digests), letters
-    and digits mixed, little structure (words, numbers), and high Shannon entropy."""
+    and digits mixed, little structure (words, numbers), high Shannon entropy, and not base64
+    of plain text; a path is random only where one of its parts is."""
     body = token.rstrip("=")
+    if "/" in body.strip("/") and not body.startswith(_SSH_PUBLIC):
+        parts = [p for p in body.split("/") if p]
+        if len(parts) > 1:
+            return any(_high_entropy(p) for p in parts)
+    if re.match(r"[a-z]{2,6}_", body):
+        return False  # an object id with its type: cus_..., pi_..., ch_... (keys come above)
     if len(body) < 24 or _HEX.fullmatch(body) or body.startswith(_SSH_PUBLIC):
         return False
     if body[0] in "/~" or not any(c.isdigit() for c in body):
@@ -213,7 +235,9 @@ def _high_entropy(token: str) -> bool:
     structured = sum(len(m) for m in _STRUCTURED.findall(body))
     if structured > 0.45 * len(body):
         return False
-    return _entropy(body) >= min(4.0, 0.8 * math.log2(len(body)))
+    if _entropy(body) < min(4.0, 0.8 * math.log2(len(body))):
+        return False
+    return not _encoded_text(body)
 
 
 def _word(*alternatives: str) -> str:
@@ -416,12 +440,18 @@ def _span(shape: _Shape, match: re.Match[str]) -> tuple[int, int] | None:
         if group == "v":
             while end > start and match.string[end - 1] in _TRAILING:
                 end -= 1
+            cjk = _CJK.search(match.string, start + 1, end)
+            if cjk is not None:
+                end = cjk.start()  # "1Passwordの保管庫": the value ends where the words resume
     else:
         start, end = match.span(shape.group)
     value = match.string[start:end]
     if not value or (shape.check is not None and not shape.check(value)):
         return None
     return start, end
+
+
+_CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uac00-\ud7af\uff00-\uffef]")
 
 
 def _in_urls(text: str) -> Iterator[Secret]:
@@ -581,9 +611,10 @@ def _in_library(text: str) -> Iterator[Secret]:
 # Words before a random-looking string that make it an identifier or a public key, not a
 # credential: Matrix's Megolm sessions, devices and keys, and ids named as such.
 _ID_CONTEXT = re.compile(
-    r"(?i:megolm|session[ _-]?id|sender[ _-]?key|curve25519|ed25519|device[ _-]?(?:id|key)?"
-    r"|room[ _-]?id|event[ _-]?id|request[ _-]?id|trace[ _-]?id|fingerprint|identity key"
-    r"|signing key|public key|checksum|digest|sha\d*|commit|txn[ _-]?id)\W{0,3}\S{0,40}\W{0,3}$"
+    r"(?:(?i:megolm|session[ _-]?id|sender[ _-]?key|curve25519|ed25519|device[ _-]?(?:id|key)?"
+    r"|room[ _-]?id|event[ _-]?id|request[ _-]?id|trace[ _-]?id|host[ _-]?id|fingerprint"
+    r"|identity[ _-]?key|public[ _-]?key|checksum|digest|sha\d*|commit|txn[ _-]?id|base64,)"
+    r"|[a-z]Id|\bID)\W{0,3}\S{0,40}\W{0,3}$"
 )
 # A Matrix id's sigil: $event, !room, @user, #alias (the rest is an id, however random).
 _SIGILS = "$!@#"
@@ -606,6 +637,8 @@ def _candidates(text: str) -> Iterator[Secret]:
         span = _span(shape, match)
         if span is not None:
             yield Secret(shape.kind, *span)
+    for kind, start, end in chat_secrets(text):
+        yield Secret(kind, start, end)
     yield from _in_library(text)
     for at, word in _long_words(text):
         if "://" in word:
@@ -620,7 +653,10 @@ def find_secrets(text: str) -> list[Secret]:
     """The credentials in ``text``, in order and not overlapping (where two rules find the
     same place, the more specific one names it). Never raises."""
     kept: list[Secret] = []
+    public = public_spans(text)
     for secret in _candidates(text):
+        if any(start <= secret.start and secret.end <= end for start, end in public):
+            continue  # inside a certificate or a public key
         if all(secret.end <= k.start or k.end <= secret.start for k in kept):
             kept.append(secret)
     return sorted(kept, key=lambda s: s.start)

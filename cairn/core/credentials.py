@@ -1,0 +1,696 @@
+"""Credentials as people say them in chat, in any of many languages, beside provider shapes.
+
+:mod:`cairn.core.secrets` knows the shapes providers give their keys. People also say
+credentials in words ("la clave del wifi es ...", "jenkins password X", "пароль от вайфая
+..."), type them in commands (``sshpass -p X``, ``redis-cli -a X``), assign them in
+configuration (``SMTP_PASS=``, ``"api_key": "..."``, ``Cookie: sessionid=...``), list
+recovery codes and seed phrases, or space a key out as it was printed. :func:`chat_secrets`
+finds those by a few general rules rather than by a list of phrasings:
+
+- a credential word (password, PIN, code, key, token, secret, and their names in some forty
+  languages) followed, within a few words, by a value that reads as one (letters and digits
+  mixed, symbols, mixed case, long hex; after a connector such as "is" or ":", any word that
+  is not a common one): prepositions and the word after them ("for the grafana account")
+  and connectors are read past;
+- a name that holds a credential word (split at ``_``, ``-``, ``.`` and case changes:
+  ``DD_API_KEY``, ``_authToken``, ``PrivateKey``) assigned a value, in any syntax;
+- the password flags of common commands;
+- what follows "recovery codes", "backup codes", "seed phrase" and the like;
+- groups of characters spaced out as a key or card number is printed.
+
+A value that is a placeholder, a reference to where a secret lives, a host, a path, a
+version or an identifier named as such is not a credential. This module imports nothing of
+Cairn's.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+
+__all__ = ["chat_secrets", "placeholder", "public_spans"]
+
+# What a password, PIN or access code is called (lower case), in the languages people write
+# in; a word that begins with one of these counts ("parolası", "lösenordet", "sandinya").
+_PASSWORD_WORDS = """
+password passwort passwd passwrod pasword passw0rd passcode passphrase pass pwd pw pword
+kennwort zugangsdaten zugangscode mot-de-passe mdp identifiants contraseña contrasena
+contraseñas clave credenciales senha palavra-passe credenciais wachtwoord ww inlog
+wachtwoorden parola parolă parolası credenziali hasło haslo hasła hasla şifre sifre şifresi
+sifresi lösenord losenord lösenordet adgangskode kodeord passord salasana tunnus heslo hesla
+jelszó jelszo jelszava geslo lozinka lozinku κωδικός κωδικος συνθηματικό סיסמה סיסמא הסיסמה
+sandi kata-sandi katasandi kata-laluan nenosiri neno-siri pasahitza contrasenya
+пароль пароля паролем пароли парола гасло гасла кодове přihlašovací-údaje prihlasovaci-udaje
+كلمة-المرور كلمة-السر كلمة-سر كلمه-سر كلمةالمرور رمز-عبور رمزعبور گذرواژه
+पासवर्ड पासकोड পাসওয়ার্ড รหัสผ่าน รหัส mật-khẩu matkhau
+パスワード 密码 密碼 口令 비밀번호 비번 암호
+""".split()
+# What a PIN or a numeric code is called: a number after one of these is a credential.
+_CODE_WORDS = """
+pin pincode pin-code passcode code-pin otp tan codice kod kodu koden kode koodi código codigo
+code larmkod larmkoden alarmcode alarmkod türcode turcode pinkod pinkoden пин пин-код код
+digicode cvv cvc cvv2 cvc2 csc tür-code
+κωδικός קוד कोड 暗証番号 验证码 비밀코드
+""".split()
+# What a key, token or secret is called.
+_KEY_WORDS = """
+token tokens secret secrets apikey api-key api_key key keys credential credentials creds
+dsn signature sig hmac bearer jwt clé cle schlüssel schluessel chave chiave sleutel klucz
+anahtar nyckel nøgle nokkel avain kulcs ključ ключ токен секрет κλειδί מפתח مفتاح
+सीक्रेट キー トークン 密钥 令牌 키 토큰
+""".split()
+# Codes of a card: CVV, CVC.
+_CARD_CODES = frozenset({"cvv", "cvc", "cvv2", "cvc2", "csc"})
+# "recovery codes", "seed phrase": every code-like word after one of these is a credential.
+_LIST_WORDS = (
+    "recovery code", "backup code", "backup-code", "recovery key", "recovery phrase",
+    "seed phrase", "seed words", "mnemonic", "wallet seed", "2fa seed", "2fa secret",
+    "otp secret", "totp secret", "setup key", "secret phrase", "wiederherstellungscode",
+    "codes de récupération", "códigos de recuperación", "códigos de backup",
+)  # fmt: skip
+
+# Words that join a credential word to its value ("is", ":") in many languages; the value
+# after one of these may be any uncommon word.
+_CONNECTORS = frozenset(
+    """
+    is are was were = : := => -> → — – - now still currently set to be will equals changed
+    es era será son está sera est était ist lautet lautete wird war é era será ficou è sarà
+    era è: is: är var blir er var blev oli jest są była będzie olarak dır dir idi
+    это был была будет є був была это: είναι ήταν היא הוא هي هو है था थी là adalah ialah yaitu
+    ni ay ialah ile és volt jsou bylo este fost er: er blev
+    は が 是 为 為 는 은 이 가 입니다 です
+    """.split()
+)
+# Words read past on the way to the value: articles, pronouns, particles, auxiliaries,
+# "the new", "my", "our", "of the admin account" ...
+_SKIP = frozenset(
+    """
+    the a an my our your their his her its this that new old current temporary temp default
+    same real actual el la los las un una mi nuestro nuestra tu su le les un une mon ma mes
+    notre votre der die das den dem des ein eine einen mein meine unser unsere dein deine
+    o os as um uma meu minha nosso nossa il lo gli uno mio mia nostro nostra de het een mijn
+    ons onze mój moja nasz nasza nowy nowe yeni benim bizim den det en ett min mitt vår vårt
+    ny nya nytt мой моя наш наша новый новая твой ο η το ένας μια μου μας ה ال मेरा मेरी हमारा
+    nya baru saya kami các cái của này mới
+    also just please pls plz btw fyi ok okay oh and und et y e i og och ja и і та a также
+    whatever whichever one ones what which that whoever try use
+    now jetzt ahora maintenant agora ora nu teraz сейчас теперь şimdi nyt nå most ny nyní
+    acum tani hiện sekarang sasa ngayon abhi अब 今 现在 지금
+    """.split()
+)
+# After one of these, the next word is what the credential is for, not the credential.
+_PREPOSITIONS = frozenset(
+    """
+    for of on in at from under via into onto behind inside through by about
+    de du des pour par sur dans chez avec para por con en del al em no na do da dos das
+    für fur von vom zum zur für im in am bei mit auf unter voor van naar op bij met
+    di del della dello per su nel nella con dla do na w z od przy için için için ile för till
+    på av til fra för для від до к на в с у от при από για στο στη σε ל של ב ל-
+    के की का में पर से untuk ke di dari pada kwa ya katika sa ng para k na pro u od pre
+    の で に から
+    """.split()
+)
+# Words before "key" or "token" that make it something other than a credential: "public
+# key", "cache key", "input tokens", "sender_key".
+# Words that say "is" in the language of one credential word only ("salasana on", "heslo je",
+# "hasło to"): elsewhere they are other words.
+_OWN_CONNECTORS = {
+    "salasana": frozenset({"on"}),
+    "salasanani": frozenset({"on"}),
+    "heslo": frozenset({"je"}),
+    "geslo": frozenset({"je"}),
+    "lozinka": frozenset({"je"}),
+    "hasło": frozenset({"to"}),
+    "haslo": frozenset({"to"}),
+    "hasła": frozenset({"to"}),
+    "parola": frozenset({"e", "este"}),
+    "senha": frozenset({"e"}),
+}
+# Accounts named before a password ("admin / X", "login root pass X").
+_LOGINS = frozenset(
+    """
+    admin administrator root user users username login ubnt pi sa postgres oracle guest
+    operator usuario utilisateur benutzer usuário utente
+    gebruiker użytkownik kullanıcı användare пользователь логин логін användarnamn
+    """.split()
+)
+_QUALIFIERS = frozenset(
+    """
+    public pub cache primary foreign partition sort object idempotency host sender device
+    identity gpg pgp gnupg rsa dsa ecdsa eddsa ed25519 curve25519 age ssh-ed25519 fingerprint
+    composite unique lookup dict map hash row index max min input output prompt completion
+    dedup dedupe registry translation i18n routing-table sorting shard cluster bucket
+    """.split()
+)
+# Words about a credential, not one: where it is, what happened to it, what it must be.
+_ABOUT = frozenset(
+    """
+    vault manager 1password bitwarden lastpass keepass keychain passbolt doppler sops secret
+    policy policies rules rule reset resets change changes changed rotate rotated rotation
+    rotating expire expired expires expiring expiry expiration length complexity strength
+    requirement requirements required requires hint hints prompt prompts field fields form
+    protected protection manager spraying leak leaked leaks hash hashes hashed hashing salt
+    salted encrypted encryption stored storage saved kept shared sharing sent generated
+    generator update updated updating works worked working wrong incorrect invalid valid
+    correct missing empty blank unknown known same different weak strong secure insecure
+    here there where below above attached pinned sticker whiteboard back drawer envelope
+    safe locker channel thread dm message email mail ticket wiki doc docs documentation
+    confluence notion page file env environment variable variables config configuration
+    settings setting ui console portal dashboard admin login user username account ssh
+    endpoint endpoints header headers scope scopes permission permissions access role roles
+    authentication auth rotation-policy expires_in ttl id ids name names type types
+    see ask check use using fingerprint
+    bitte gespeichert geändert abgelaufen tresor passwortmanager steht liegt kommt
+    verlopen gewijzigd kluis aangevraagd scaduta cambiata wygasło wygasł zmienione zmienione
+    istekla promijenjena süresi doldu değişti utgånget ändrat udløbet vanhentunut lejárt
+    expirou trocada alterada vencida vencido cambiado expirada
+    guardada cambiada caducada gestor bóveda está
+    stockée changé expiré coffre gestionnaire est
+    """.split()
+)
+# A value that is a placeholder or says where the secret is.
+_PLACEHOLDER = re.compile(
+    r"^(?:[$%<\[{]|\{\{|os\.|env\.|process\.env|secrets?\.|vault:|op://|ref\+|arn:|\*{3,}"
+    r"|x{3,}|y{3,}|\.{3,}|•{3,}|redacted|hidden|masked|censored|example|placeholder|changeme"
+    r"|change[_-]?me|replace[_-]?me|fixme|dummy|sample|test123|none|null|nil|true|false"
+    r"|undefined|todo|tbd|ssh-(?:rsa|ed25519|dss)|ecdsa-sha2|sk-ssh|age1|sha256:|sha1:|md5:"
+    r"|AAAA[A-Z0-9])|.*(?:\.\.\.|…)",
+    re.IGNORECASE,
+)
+# Parts of a placeholder name ("your_password_here", "tu_contraseña_aqui"), and the password
+# managers a reference names ("1Password'da").
+_PLACEHOLDER_PARTS = re.compile(
+    r"(?i)your|yours|here|aqui|aquí|ici|hier|qui|tu_|dein|votre|mein|my_|insert|enter|fill"
+    r"|replace|1password|bitwarden|lastpass|keepass|passbolt|dashlane|keeper|vault"
+)
+
+_TOKEN = re.compile(r"\S+")
+_EDGE = "\"'“”‘’«»()[]{}<>`"
+# Characters a password or key is written with besides letters and digits.
+_SYMBOLS = set("!@#$%^&*+=?~_|\\/.,;:-")
+_HEX = re.compile(r"(?:[0-9a-fA-F]{2}[-:]?){8,}[0-9a-fA-F]*")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_HOST = re.compile(r"[a-z0-9\-]+(?:\.[a-z0-9\-]+)*\.[a-z]{2,}(?::\d+)?")
+_VERSION = re.compile(r"v?\d+(?:\.\d+)+(?:[-+][\w.]+)?")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}[./]\d{1,2}[./]\d{2,4}|\d{1,2}:\d{2}(?::\d{2})?")
+_AMOUNT = re.compile(r"[\d.,]+(?:ms|s|m|h|d|w|kb|mb|gb|tb|k|%|x|px|rpm|rps|usd|eur)", re.I)
+_TICKET = re.compile(r"[A-Z][A-Z0-9]{1,9}-\d+")
+_EMAIL = re.compile(r"[\w.+\-]+@[\w\-]+\.[\w.\-]+")
+# Lower-case names joined by hyphens (hosts, pods, services): "db-prod-3", "api-7d9f8-x2k4q".
+_SLUG = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)+")
+# Scripts that do not space their words: a value ends where they begin again.
+_CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uac00-\ud7af\uff00-\uffef\u0e00-\u0e7f]")
+
+
+def _folded(word: str) -> str:
+    return unicodedata.normalize("NFKC", word).casefold()
+
+
+def _keyword_pattern() -> re.Pattern[str]:
+    """Every credential word; a word in Latin, Cyrillic or Greek letters must start a word
+    (or follow ``_``, ``-``, a digit), one in another script may be joined to the word
+    before it ("wifi密码", "وكلمة المرور")."""
+    words = sorted(
+        {w.replace("-", "[ _-]?") for w in _PASSWORD_WORDS + _CODE_WORDS + _KEY_WORDS},
+        key=len,
+        reverse=True,
+    )
+    spaced = [w for w in words if re.match(r"[a-zà-ÿ\u0370-\u04ff]", w)]
+    joined = [w for w in words if w not in spaced]
+    return re.compile(
+        r"(?<![^\W\d_])(?:" + "|".join(spaced) + ")|(?:" + "|".join(joined) + ")",
+        re.IGNORECASE,
+    )
+
+
+_KEYWORD = _keyword_pattern()
+_CODE_SET = frozenset(_CODE_WORDS)
+_KEY_SET = frozenset(w.casefold() for w in _KEY_WORDS)
+# Code words that make a number after them a credential by themselves; the others ("code",
+# "kod", "código") need a connector first ("the door code is 4711", not "error code 5000").
+_STRONG_CODES = frozenset(
+    {"pin", "pincode", "pin-code", "passcode", "code-pin", "tan", "otp", "digicode"}
+    | _CARD_CODES
+)
+# Words that begin with a credential word but mean something else.
+_FALSE_FRIENDS = re.compile(
+    r"(?i)secretar|tokeni[sz]|passag|passeng|passion|passiv|passport|passat|passend|passier"
+    r"|passé|passe-|keyboard|keynote|keystone|codec|coded|codeb|coder|codes?-?review|pinned"
+    r"|pinning|pink|pint|pine|signal|signed|signup|signin|siga|tokenomics|clavier"
+)
+_LIST = re.compile("|".join(re.escape(w) for w in _LIST_WORDS), re.IGNORECASE)
+
+
+def _stripped(token: str) -> tuple[str, int]:
+    """``token`` without quotes and brackets around it, a trailing comma, semicolon or full
+    stop; and how many characters went from its start."""
+    start, end = 0, len(token)
+    while start < end and token[start] in _EDGE:
+        start += 1
+    while end > start and token[end - 1] in _EDGE + ",;.:":
+        end -= 1
+    cjk = _CJK.search(token, start, end)
+    if cjk is not None and cjk.start() > start:
+        end = cjk.start()
+    return token[start:end], start
+
+
+def _classes(value: str) -> tuple[bool, bool, bool, bool]:
+    lower = any(c.islower() for c in value)
+    upper = any(c.isupper() for c in value)
+    digit = any(c.isdigit() for c in value)
+    symbol = any(c in _SYMBOLS for c in value[1:-1]) if len(value) > 2 else False
+    return lower, upper, digit, symbol
+
+
+def _identifier(value: str) -> bool:
+    """Whether ``value`` is written as a host, path, address, version, date, amount, ticket,
+    email or placeholder: something other than a credential."""
+    if _PLACEHOLDER.match(value) or _PLACEHOLDER_PARTS.search(value):
+        return True
+    if "://" in value or value[0] in "/~" or value.startswith(("./", "..", "\\\\")):
+        return True
+    if _KEYWORD.fullmatch(value) or _folded(value) in _ABOUT:
+        return True
+    return any(
+        p.fullmatch(value) for p in (_HOST, _VERSION, _DATE, _AMOUNT, _TICKET, _EMAIL)
+    ) or (_SLUG.fullmatch(value) is not None and value.islower() and not _HEX.fullmatch(value))
+
+
+def _secret_looking(value: str, *, code: bool) -> bool:
+    """Whether ``value`` reads as a password, key or token by itself: letters and digits
+    mixed, symbols, mixed case, long hex or a UUID; a number of 4 to 10 digits after a PIN
+    or code word (``code``)."""
+    if value.isdigit():
+        return code and 4 <= len(value) <= 10
+    if len(value) < 6 or _identifier(value):
+        return False
+    if re.fullmatch(r"[a-z]+\d{1,3}", value) and len(value) < 8:
+        return False  # a name with a number: base64, sha256, ipv4, db01
+    if _HEX.fullmatch(value) and len(value) >= 16 or _UUID.fullmatch(value):
+        return True
+    lower, upper, digit, symbol = _classes(value)
+    letters = lower or upper
+    if letters and digit:
+        return True
+    if re.fullmatch(r"[^\W\d_]+(?:[-_.][^\W\d_]+)+", value) and all(
+        p.islower() or p.istitle() or p.isupper() for p in re.split(r"[-_.]", value)
+    ):
+        return False  # words joined: Büro-Gast-Netz, read-only, Server_Room
+    if letters and symbol and (digit or (lower and upper)):
+        return True
+    return lower and upper and len(value) >= 8 and not value[1:].islower() and not value.isupper()
+
+
+def _stated(value: str) -> bool:
+    """After a connector ("is", ":"): whether ``value`` can be a password though it is a
+    plain word ("sonnenblume"): not a common word about passwords, long enough."""
+    folded = _folded(value)
+    if len(value) < 4 or _identifier(value) or folded in _SKIP or folded in _CONNECTORS:
+        return False
+    if folded in _PREPOSITIONS or folded in _ABOUT or len(set(value)) == 1:
+        return False
+    if value.isalpha() and value.islower() and len(value) < 8:
+        return False  # a short plain word is more often a word than a password
+    return not re.search(
+        r"(?:ed|ing|ly|able|ible|ful|less|ive|ous|tion|ment|ness|iert|ado|ada|ido|ida|ée)$",
+        folded,
+    )
+
+
+def _window(
+    text: str,
+    start: int,
+    *,
+    code: bool,
+    connected: bool = False,
+    same_line: bool = False,
+    own: frozenset[str] = frozenset(),
+) -> tuple[int, int] | None:
+    """The value a credential word ending at ``start`` introduces, within the next words;
+    ``code``: a number of 4 to 10 digits counts; ``connected``: a connector came already."""
+    skip_next = False
+    first = True  # no word of content yet: "password policy" is about passwords
+    paired = False  # an account was named: the next key-like word is its password
+    numbers = code and connected  # a strong code word ("PIN") takes a number at once
+    connected = connected and not code
+    for count, token in enumerate(_TOKEN.finditer(text, start)):
+        if count >= 9:
+            return None
+        raw = token.group()
+        if count and text[start : token.start()].count("\n") > 1:
+            return None  # a blank line ends what the word introduced
+        if connected and raw.startswith(("{{", "${", "$", "<", "%", "{%")):
+            return None  # a template or a variable, not a value
+        if raw.rstrip(_EDGE + ",;").endswith(("...", "…")):
+            return None  # a value cut short on purpose: "sk_live_..."
+        if same_line and "\n" in text[start : token.start()]:
+            return None  # NAME= with nothing after it on its line
+        value, offset = _stripped(raw)
+        folded = _folded(value)
+        if not value:
+            connected = connected or raw.strip(_EDGE) in {":", "=", ":=", "=>"}
+            continue
+        if folded in own:
+            connected = True
+            continue
+        if folded in _CONNECTORS or folded.rstrip(":=") in _CONNECTORS:
+            if count == 0 or value not in {"-", "—", "–"}:  # a dash joins only right after
+                connected = True
+            continue
+        where = (token.start() + offset, token.start() + offset + len(value))
+        if skip_next:
+            skip_next = False
+            continue
+        if folded in _SKIP:
+            continue
+        if folded in _LOGINS or raw == "/":
+            paired = True  # "admin / X", "user root, pass X": the value is next
+            continue
+        if folded in _PREPOSITIONS:
+            if connected:
+                return None  # "is in the vault", "jest w 1Password": where it is
+            skip_next = True
+            continue
+        numeric = code and (connected or numbers)
+        if _secret_looking(value, code=numeric) or (connected and _stated(value)):
+            return where
+        if paired and _stated(value) and not value.isalpha():
+            return where
+        if numeric and re.fullmatch(r"\d{3,}[#*]?|\d[0-9A-Za-z]{3,9}", value):
+            return where  # a door code: 27895#, 1615B
+        if numeric and value.isdigit() and len(value) == 1:
+            digits = re.match(r"\d(?: \d){3,9}(?!\S)", text[where[0] :])
+            if digits is not None:
+                return where[0], where[0] + len(digits.group())  # "8 7 9 4 8 4"
+        if connected and _identifier(value):
+            return None  # "is see vault", "= your_password_here"
+        was_connected, connected = connected, False  # a plain word: the statement goes on
+        if (was_connected or first) and folded in _ABOUT or _KEYWORD.fullmatch(value):
+            return None  # "password policy", "token endpoint": about credentials
+        first = False
+        if raw.endswith((".", "!", "?", "。", ";")) and not connected:
+            return None
+        if raw.rstrip(_EDGE).endswith((":", "=")):
+            connected = True
+    return None
+
+
+def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
+    for match in _KEYWORD.finditer(text):
+        word = match.group().casefold().replace(" ", "-").replace("_", "-")
+        kind = "password" if word not in _CODE_SET else "PIN or code"
+        if word in _KEY_SET:
+            kind = "API key or token"
+        # The word may go on ("parolası", "lösenordet", "DD_API_KEY_2"): up to four more
+        # letters for a word of five or more, none for a short one ("pass", "key", "pin").
+        end = match.end()
+        while end < len(text) and text[end].isalpha() and not _CJK.match(text[end]):
+            end += 1
+        if end > match.end() and (
+            len(word) <= 4 and not _CJK.match(word) or end - match.end() > 4
+        ):
+            continue
+        if _FALSE_FRIENDS.match(text, match.start()):
+            continue
+        if word in _CARD_CODES and not re.match(r"\s*:?\s*\d{3,4}(?!\d)", text[match.end() :]):
+            continue
+        before = re.search(r"([^\W_]+)[\s_\-]*$", text[max(0, match.start() - 30) : match.start()])
+        if before is not None and _folded(before.group(1)) in _QUALIFIERS:
+            continue
+        while end < len(text) and (text[end].isalnum() or text[end] in "_-"):
+            end += 1  # the rest of an identifier: DD_API_KEY_2, api-key-prod
+        inside = re.match(r"[ \t]*(?:[:=：]|は|是|为|는|은|이|가)[ \t]*", text[end:])
+        if inside:
+            end += inside.end()
+        strong = word in _STRONG_CODES
+        found = _window(
+            text,
+            end,
+            code=kind == "PIN or code",
+            connected=bool(inside) or strong,
+            same_line=bool(inside) and "=" in inside.group(),
+            own=_OWN_CONNECTORS.get(_folded(match.group()), frozenset()),
+        )
+        if found is not None:
+            yield kind, *found
+
+
+# A name that holds a credential, assigned a value: NAME=value, NAME: value, "name": "value",
+# name = 'value', --name value, NAME value on one line of a .env-like paste.
+_ASSIGNED = re.compile(
+    r"(?P<name>[A-Za-z_][\w.\-]{1,60})[\"']?[ \t]*(?::=|=>|[=:])[ \t]*"
+    r"(?:[\"'](?P<q>[^\"'\n]{3,200})[\"']|(?P<v>[^\s\"',;}\]]{3,}))"
+)
+_NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_CREDENTIAL_PARTS = frozenset(
+    """
+    pass password passwd pwd pw passphrase passcode secret secrets token tokens key apikey
+    auth authtoken credential credentials creds cred sig signature session sessionid sid
+    jsessionid phpsessid csrftoken xsrf cookie private privatekey pin otp totp seed mnemonic
+    jwt bearer hmac dsn salt signing
+    """.split()
+)
+# Parts that make such a name describe something else: "PUBLIC_KEY", "TOKEN_TTL", "key_id".
+_OTHER_PARTS = frozenset(
+    """
+    public pub id ids name names type types file path dir url uri endpoint host port user
+    username login email length len size count max min ttl timeout expiry expires expiration
+    expire enabled enable disabled format version rotation days hours alg algorithm header
+    prefix env var kind mode policy hint field label fingerprint hash hashed encrypted
+    provider issuer audience scope scopes region bucket table column limit rate
+    """.split()
+)
+
+
+# Credential words that count inside a longer part of a name: PGPASSWORD, MYSQL_PWD, APIKEY.
+_STEMS = ("password", "passwd", "passphrase", "secret", "token", "apikey", "pwd", "privatekey")
+
+
+def _credential_name(name: str) -> bool:
+    parts = [p.casefold() for p in _NAME_PARTS.findall(name)]
+    if not parts or parts[-1] in _OTHER_PARTS or any(p in _QUALIFIERS for p in parts):
+        return False
+    return any(p in _CREDENTIAL_PARTS or any(s in p for s in _STEMS) for p in parts)
+
+
+def _assignments(text: str) -> Iterator[tuple[str, int, int]]:
+    if "=" not in text and ":" not in text:
+        return
+    for match in _ASSIGNED.finditer(text):
+        if not _credential_name(match.group("name")):
+            continue
+        group = "q" if match.group("q") is not None else "v"
+        value = match.group(group)
+        if _PLACEHOLDER.match(value) or _PLACEHOLDER_PARTS.search(value) or len(set(value)) == 1:
+            continue
+        if value.isdigit() and len(value) < 4 or value.casefold() in {"true", "false", "none"}:
+            continue
+        if "://" in value or value[0] in "/~$%":
+            continue  # a URL (its own rule reads it), a path, a variable
+        if group == "v" and value.isalpha() and not _stated(value):
+            continue  # "token: see vault", "password: required"
+        yield "credential in a setting", *match.span(group)
+
+
+# Password flags of common commands: the value after them is a password or a token.
+_FLAGS = re.compile(
+    r"(?:^|\s)(?:(?:--password|--passwd|--pass|--token|--secret|--api-key|--apikey"
+    r"|--auth-token|-storepass|-keypass|-srcstorepass|-deststorepass)(?=[=\s])|/p:"
+    r"|-passin\s+pass:|-passout\s+pass:|-P(?=\s)|-p(?=\s|\S)|-a(?=\s)|-w(?=\s))[=\s]?\s*"
+    r"[\"']?(?P<v>[^\s\"']{3,})"
+)
+
+
+def _flags(text: str) -> Iterator[tuple[str, int, int]]:
+    for match in _FLAGS.finditer(text):
+        value = match.group("v")
+        flag = match.group().lstrip()
+        short = flag.startswith(("-p", "-P", "-a", "-w")) and not flag.startswith("-pass")
+        if short and (value.isdigit() or ":" in value and value.replace(":", "").isdigit()):
+            continue  # a port, a port mapping
+        if short and not _secret_looking(value, code=False):
+            continue
+        if _PLACEHOLDER.match(value) or value[0] in "/~$%" or "://" in value:
+            continue
+        yield "password", *match.span("v")
+    for match in re.finditer(r"echo\s+[\"']?(?P<v>[^\s\"'|]{4,})[\"']?\s*\|\s*sudo\s+-S", text):
+        yield "password", *match.span("v")
+    for match in re.finditer(r"-U\s+\S+?%(?P<v>[^\s'\"]{3,})", text):  # smbclient user%password
+        yield "password", *match.span("v")
+
+
+# Commands that take a password as a plain argument, and the lines of a .pgpass file.
+_COMMANDS = re.compile(
+    r"htpasswd\s+(?:-\w+\s+)*-\w*b\w*\s+(?:-\w+\s+)*\S+\s+\S+\s+(?P<a>\S+)"
+    r"|change_password\s+\S+\s+(?P<b>\S+)"
+    r"|/user:\S+\s+(?P<c>[^\s/]\S+)"
+    r"|^[\w.*\-]+:(?:\d+|\*):[\w.*\-]+:[\w.*\-]+:(?P<d>\S+)$"
+    r"|(?i:with\s+password\s+)[\"'](?P<e>[^\"'\n]{3,})[\"']"
+    r"|(?i:identified\s+by\s+)[\"'](?P<f>[^\"'\n]{3,})[\"']",
+    re.MULTILINE,
+)
+
+
+def _commands(text: str) -> Iterator[tuple[str, int, int]]:
+    for match in _COMMANDS.finditer(text):
+        group = next(g for g in "abcdef" if match.group(g) is not None)
+        if not placeholder(match.group(group)):
+            yield "password", *match.span(group)
+
+
+# An account and its password, with no word for it: "(admin / X)", "admin:X".
+_PAIR = re.compile(
+    r"(?<![\w@.])(?i:admin|administrator|root|ubnt|pi|sa|postgres|oracle|guest|elastic"
+    r"|grafana|jenkins|rabbit|superuser)\s*(?:/|:)\s*(?P<v>[^\s/)\],;]{6,})"
+)
+
+
+def _pairs(text: str) -> Iterator[tuple[str, int, int]]:
+    for match in _PAIR.finditer(text):
+        value = match.group("v")
+        if _secret_looking(value, code=False) and not value.isdigit():
+            yield "password", *match.span("v")
+
+
+# Prefixes that providers put on their tokens: such a word is a token whatever follows.
+_PREFIXES = (
+    "hvs.", "hvb.", "hvr.", "dckr_pat_", "dckr_oat_", "bkua_", "shpat_", "shpss_", "shpca_",
+    "shppa_", "glsa_", "glc_", "dop_v1_", "doo_v1_", "dor_v1_", "lin_api_", "lin_oauth_",
+    "ntn_", "secret_", "dp.st.", "dp.pt.", "dp.ct.", "dp.sa.", "NRAK-", "NRAA-", "NRII-",
+    "dapi", "AKCp", "PMAK-", "sk.eyJ", "pk.eyJ", "sq0csp-", "sq0atp-", "EAAA", "pul-",
+    "key-", "AGE-SECRET-KEY-1", "ATATT", "ATCTT", "figd_", "ops_eyJ", "sl.", "sntrys_",
+    "sntryu_", "sgp_", "rubygems_", "pscale_pw_", "pscale_tkn_", "pscale_oauth_", "tfp_",
+    "CLOJARS_", "ghr_", "glpat-", "gldt-", "glrt-", "glcbt-", "xoxe.", "xoxe-", "sk_live_",
+    "rk_live_", "whsec_", "EAACEdEose0cBA", "AIza", "ya29.", "yc_", "pat", "oy2", "hf_",
+    "nvapi-", "r8_", "gsk_", "csk-", "xai-", "fw_", "pplx-", "sk-or-v1-", "tvly-", "lsv2_",
+)  # fmt: skip
+_PREFIXED = re.compile(
+    r"(?<![\w.\-])(?:" + "|".join(re.escape(p) for p in _PREFIXES) + r")[A-Za-z0-9_\-.]{12,}"
+)
+
+
+def _prefixed(text: str) -> Iterator[tuple[str, int, int]]:
+    for match in _PREFIXED.finditer(text):
+        value = match.group().rstrip(".")
+        lower, upper, digit, _ = _classes(value)
+        if digit and (lower or upper) and not _HEX.fullmatch(value):
+            yield "API key or token", match.start(), match.start() + len(value)
+        elif "atlasv1" in value or value.startswith(("AGE-SECRET-KEY-1", "key-")):
+            yield "API key or token", match.start(), match.start() + len(value)
+
+
+# A code in a list: letters and digits, 6 to 12, maybe in two halves ("a1b2c-3d4e5").
+_CODE = re.compile(r"(?<![\w-])(?:[A-Za-z0-9]{4,6}[- ][A-Za-z0-9]{4,6}|[A-Za-z0-9]{6,40})(?![\w-])")
+
+
+def _listed(text: str) -> Iterator[tuple[str, int, int]]:
+    """Codes and words after "recovery codes", "seed phrase" and the like."""
+    for match in _LIST.finditer(text):
+        phrase = match.group().casefold()
+        words = "phrase" in phrase or "mnemonic" in phrase or "seed" in phrase
+        rest = text[match.end() : match.end() + 600]
+        start = match.end() + (rest.find(":") + 1 if ":" in rest[:60] else 0)
+        if words:
+            spans = [
+                m.span()
+                for m in re.finditer(r"(?:\d{1,2}[.)]\s*)?[^\W\d_]{3,12}", text[start:])
+            ][:24]
+            if len(spans) >= 12:
+                yield "seed phrase", start + spans[0][0], start + spans[11 if len(spans) < 24 else 23][1]
+            continue
+        for code in _CODE.finditer(text, start, min(len(text), start + 600)):
+            value = code.group()
+            if any(c.isdigit() for c in value) and not _identifier(value.replace(" ", "")):
+                yield "recovery code", *code.span()
+
+
+# Groups spaced out as a key, a seed or a card is printed: four or more groups of 4 to 6
+# letters and digits ("JVP5 SQ6H N1X7 1MZ0", "tlv7 khmv xd6g 32m2", "4784 3093 8379 4251").
+_GROUPS = re.compile(r"(?<![\w-])[A-Za-z0-9]{4,6}(?:[ -][A-Za-z0-9]{4,6}){3,}(?![\w-])")
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for i, d in enumerate(reversed(digits)):
+        n = int(d) * (2 if i % 2 else 1)
+        total += n - 9 if n > 9 else n
+    return total % 10 == 0
+
+
+def _spaced(text: str) -> Iterator[tuple[str, int, int]]:
+    for match in re.finditer(r"(?<![\w.-])[3-6]\d{14,15}(?![\w.-])", text):
+        if _luhn(match.group()):
+            yield "card number", *match.span()
+    for match in _GROUPS.finditer(text):
+        joined = re.sub(r"[ -]", "", match.group())
+        if joined.isdigit():
+            if 13 <= len(joined) <= 19 and _luhn(joined):
+                yield "card number", *match.span()
+            continue
+        lower, upper, digit, _ = _classes(joined)
+        if digit and (lower or upper) and len(joined) >= 16 and not _HEX.fullmatch(joined):
+            yield "spaced key", *match.span()
+
+
+# Lines that each hold one token-like word: a key wrapped by a terminal or an editor.
+_WRAPPED = re.compile(r"(?:^[ \t]*[A-Za-z0-9+/=_\-.]{8,}[ \t]*(?:\n|$)){2,}", re.MULTILINE)
+
+
+def _wrapped(text: str, found: list[tuple[str, int, int]]) -> Iterator[tuple[str, int, int]]:
+    """A key or token wrapped over lines: the lines joined are read again, and after a line
+    that names a key (``AES key ... (hex):``) a block of 24 characters or more is one."""
+    if "\n" not in text:
+        return
+    for match in _WRAPPED.finditer(text):
+        block = match.group().strip()
+        joined = re.sub(r"\s+", "", block)
+        if len(joined) < 24 or any(s < match.end() and match.start() < e for _, s, e in found):
+            continue
+        before = text[max(0, match.start() - 120) : match.start()].rsplit("\n", 2)[-2:]
+        named = any(_KEYWORD.search(line) for line in before)
+        lower, upper, digit, _ = _classes(joined)
+        mixed = digit and (lower or upper) and (lower and upper or _HEX.fullmatch(joined))
+        if named or mixed and joined.startswith("eyJ"):
+            start = match.start() + (len(match.group()) - len(match.group().lstrip()))
+            yield "wrapped key", start, start + len(block)
+
+
+def placeholder(value: str) -> bool:
+    """Whether ``value``, where a credential would be, is a placeholder or a reference to
+    where the credential lives ("<your key>", "${DB_PASSWORD}", "tu_contraseña_aqui",
+    "1Password")."""
+    return bool(_PLACEHOLDER.match(value) or _PLACEHOLDER_PARTS.search(value))
+
+
+# Public key material, never a secret however random it reads: certificates and public key
+# blocks, SSH and age public keys.
+_PUBLIC = re.compile(
+    r"-----BEGIN (?P<b>CERTIFICATE|PUBLIC KEY|RSA PUBLIC KEY|SSH2 PUBLIC KEY|PGP PUBLIC KEY BLOCK"
+    r"|CERTIFICATE REQUEST|X509 CRL)-----[\s\S]*?(?:-----END (?P=b)-----|$)"
+    r"|(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-\S+|sk-ssh-\S+|sk-ecdsa-\S+)\s+AAAA[A-Za-z0-9+/=]+"
+    r"|(?<![\w-])age1[0-9a-z]{50,}"
+)
+
+
+def public_spans(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` holds public key material (certificates, public keys)."""
+    if "-----BEGIN" not in text and "AAAA" not in text and "age1" not in text:
+        return []
+    return [m.span() for m in _PUBLIC.finditer(text)]
+
+
+def chat_secrets(text: str) -> list[tuple[str, int, int]]:
+    """The credentials said in ``text`` as chat says them: (kind, start, end), in the order
+    the rules find them (they may overlap; the caller keeps the first). Never raises."""
+    found = list(_spaced(text))
+    found += _listed(text)
+    found += _flags(text)
+    found += _commands(text)
+    found += _assignments(text)
+    found += _after_keywords(text)
+    found += _pairs(text)
+    found += _prefixed(text)
+    found += _wrapped(text, found)
+    return found
