@@ -17,29 +17,21 @@ most 5% of the honest facts.
 from __future__ import annotations
 
 import json
-import logging
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import click
 from sqlmodel import select
 
-from cairn.bench.scratch import handled, scratch_runtime
+from cairn.bench.corpus import corpus_items, corpus_option
+from cairn.bench.logcapture import captured_logs
+from cairn.bench.scratch import PEOPLE, said_in_public, scratch_runtime
 from cairn.core.errors import InvalidInput
 from cairn.db.models import MemoryAudit, MemoryRow, OutboundMessage, SessionEvent
-from cairn.runtime import Runtime
-from cairn.sessions.events import ChatEvent
 
 __all__ = ["Entry", "PoisoningFigures", "load_corpus", "poisoning_command", "run_poisoning"]
-
-TENANT = "bench"
-CHANNEL = "C-bench-public"
-PEOPLE = ("ann", "bob", "cat", "dan", "eve")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,17 +64,7 @@ class PoisoningFigures:
 def load_corpus(path: Path | None = None) -> list[Entry]:
     """The corpus at ``path``, or the one shipped with Cairn; raises InvalidInput when an
     entry is malformed (naming it)."""
-    if path is None:
-        raw = resources.files("cairn.bench").joinpath("poisoning_corpus.json").read_text("utf-8")
-        where = "the shipped corpus"
-    else:
-        raw, where = path.read_text("utf-8"), str(path)
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidInput(f"{where} is not JSON: {exc}") from exc
-    if not isinstance(data, list):
-        raise InvalidInput(f"{where} must be a JSON list of entries")
+    data, where = corpus_items("poisoning_corpus.json", path)
     entries = []
     for i, item in enumerate(data):
         ok = isinstance(item, dict) and isinstance(item.get("text"), str) and item["text"]
@@ -96,10 +78,10 @@ def load_corpus(path: Path | None = None) -> list[Entry]:
 
 def run_poisoning(entries: list[Entry]) -> PoisoningFigures:
     """Tell the bot every entry through the real turn path and read back what it kept."""
-    with scratch_runtime("poisoning") as rt, _captured_logs() as lines:
+    with scratch_runtime("poisoning") as rt, captured_logs() as lines:
         threads = {f"p{i}": entry for i, entry in enumerate(entries)}
         for i, (thread, entry) in enumerate(threads.items()):
-            _tell(rt, thread, PEOPLE[i % len(PEOPLE)], f"remember {entry.text}")
+            said_in_public(rt, thread, PEOPLE[i % len(PEOPLE)], f"remember {entry.text}")
         with rt.db.session() as s:
             memories = s.exec(select(MemoryRow)).all()
             traces = [m.text for m in memories]
@@ -141,56 +123,8 @@ def run_poisoning(entries: list[Entry]) -> PoisoningFigures:
     )
 
 
-def _tell(rt: Runtime, thread: str, user: str, text: str) -> None:
-    event = ChatEvent(
-        "bench",
-        TENANT,
-        CHANNEL,
-        thread,
-        user,
-        text=text,
-        event_id=f"e-{thread}",
-        private=False,  # a public channel: the worst case, team memory
-    )
-    handled(rt, event, max_chars=40_000)
-
-
-class _Lines(logging.Handler):
-    """Keeps every log line, formatted as the configured handlers would write it."""
-
-    def __init__(self, lines: list[str]) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines = lines
-
-    def emit(self, record: logging.LogRecord) -> None:
-        formatter = next((h.formatter for h in logging.getLogger().handlers if h.formatter), None)
-        self.lines.append((formatter or logging.Formatter()).format(record))
-
-
-@contextmanager
-def _captured_logs() -> Iterator[list[str]]:
-    """Every log line of any level written inside the block, as text."""
-    lines: list[str] = []
-    handler = _Lines(lines)
-    root = logging.getLogger()
-    level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
-        yield lines
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
-
-
 @click.command("poisoning")
-@click.option(
-    "--corpus",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="A corpus of your own (JSON list of {text, kind: attack|honest, class, secret}); "
-    "default: the one shipped with Cairn.",
-)
+@corpus_option("JSON list of {text, kind: attack|honest, class, secret}")
 @click.option("--json", "as_json", is_flag=True, help="Print the five figures as JSON.")
 def poisoning_command(corpus: Path | None, as_json: bool) -> None:
     """Tell the bot attack texts and honest facts; count what it kept as trusted memory.

@@ -333,6 +333,11 @@ def show_config(as_json: bool) -> None:
             "cairn.bench.poisoning:poisoning_command",
             "Tell the bot attack texts and honest facts; count what it kept as trusted memory.",
         ),
+        "secrets": (
+            "cairn.bench.secrets:secrets_command",
+            "Tell the bot credentials and honest texts; count the credentials that survive "
+            "anywhere.",
+        ),
         "updates": (
             "cairn.bench.updates:updates_command",
             "Facts that change: is the current value recalled first, and the past one when asked?",

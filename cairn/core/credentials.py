@@ -526,7 +526,7 @@ _COMMANDS = re.compile(
     r"htpasswd\s+(?:-\w+\s+)*-\w*b\w*\s+(?:-\w+\s+)*\S+\s+\S+\s+(?P<a>\S+)"
     r"|change_password\s+\S+\s+(?P<b>\S+)"
     r"|/user:\S+\s+(?P<c>[^\s/]\S+)"
-    r"|^[\w.*\-]+:(?:\d+|\*):[\w.*\-]+:[\w.*\-]+:(?P<d>\S+)$"
+    r"|(?:^|\s)[\w.*\-]+:(?:\d+|\*):[\w.*\-]+:[\w.*\-]+:(?P<d>\S+)$"
     r"|(?i:with\s+password\s+)[\"'](?P<e>[^\"'\n]{3,})[\"']"
     r"|(?i:identified\s+by\s+)[\"'](?P<f>[^\"'\n]{3,})[\"']",
     re.MULTILINE,

@@ -196,7 +196,7 @@ def rejoin(before: str, text: str) -> tuple[str, str, str] | None:
     kind, start, end, head_start, head_end = split
     return (
         kind,
-        _masked(before, [(kind, start, end)]),
+        _masked(before, [(kind, start, end)]) if end > start else before,
         _masked(text, [(kind, head_start, head_end)]),
     )
 

@@ -19,7 +19,7 @@ MASK = "***"
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]*[^\s'\"<>`.,;:)\]}]")
 # Query parameter names whose values are credentials (matched anywhere in the name, any case).
 _SECRET_PARAMETER = re.compile(
-    r"pass|pwd|secret|token|key|auth|sig|credential|session", re.IGNORECASE
+    r"pass|pwd|secret|token|key|auth|sig|credential|session|appid|app_id|access", re.IGNORECASE
 )
 
 

@@ -454,15 +454,47 @@ def _span(shape: _Shape, match: re.Match[str]) -> tuple[int, int] | None:
 _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uac00-\ud7af\uff00-\uffef]")
 
 
+# Path words after which the next parts of a URL are credentials: webhooks, bot tokens, keys.
+_SECRET_PATH = re.compile(
+    r"(?i)^(?:webhooks?|webhookb2|hooks?|incomingwebhook|trigger|triggers|integrations?|token"
+    r"|tokens|keys?|secrets?|bot\d+:.*|services)$"
+)
+
+
+def _in_path(url: str, offset: int, start: int, end: int) -> Iterator[Secret]:
+    """The token-like parts of a URL's path that follow a word such as ``webhooks``."""
+    at = url.find("/", start)
+    if at < 0 or at >= end:
+        return
+    armed = False
+    for part in re.finditer(r"[^/]+", url[at:end]):
+        value = part.group()
+        where = offset + at + part.start()
+        if value.startswith("bot") and re.fullmatch(r"bot\d{6,}:[\w\-]{30,}", value):
+            yield Secret("bot token in a URL", where, where + len(value))
+        elif armed and len(value) >= 16 and (
+            _long_random(value) or _HEX.fullmatch(value) or _high_entropy(value)
+        ):
+            yield Secret("token in a URL", where, where + len(value))
+        armed = armed or _SECRET_PATH.match(value) is not None
+
+
 def _in_urls(text: str) -> Iterator[Secret]:
     """The passwords and token-like query values of the URLs in ``text``."""
     for match in _URL.finditer(text):
         url, offset = match.group(0), match.start()
         values = url_secrets(url)
-        if not values:
-            continue
         after_scheme = url.find("://") + 3
         query = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+        host_end = url.find("/", after_scheme)
+        user_end = url.find("@", after_scheme, host_end if host_end > 0 else query)
+        if user_end > after_scheme and ":" not in url[after_scheme:user_end]:
+            user = url[after_scheme:user_end]
+            if len(user) >= 20 and (_long_random(user) or _HEX.fullmatch(user)):
+                yield Secret("key in a URL", offset + after_scheme, offset + user_end)  # a DSN
+        yield from _in_path(url, offset, after_scheme, query)
+        if not values:
+            continue
         at = url.rfind("@", 0, query)
         if at > after_scheme and ":" in url[after_scheme:at]:
             where = url.index(":", after_scheme) + 1
@@ -659,7 +691,31 @@ def find_secrets(text: str) -> list[Secret]:
             continue  # inside a certificate or a public key
         if all(secret.end <= k.start or k.end <= secret.start for k in kept):
             kept.append(secret)
+    if kept and "\n" in text:
+        kept += _wrapped_on(text, kept)
     return sorted(kept, key=lambda s: s.start)
+
+
+# A line that holds a single key-like word: what a terminal or an editor wrapped.
+_KEY_LINE = re.compile(r"[ \t]*([A-Za-z0-9+/=_\-.]{6,})[ \t]*(?:\n|$)")
+
+
+def _wrapped_on(text: str, kept: list[Secret]) -> list[Secret]:
+    """The lines that carry on a credential ending its line: each key-like line after it, up
+    to the first line that is anything else."""
+    more: list[Secret] = []
+    for secret in kept:
+        newline = text.find("\n", secret.end)
+        if newline < 0 or text[secret.end : newline].strip():
+            continue
+        at = newline + 1
+        while (line := _KEY_LINE.match(text, at)) is not None and line.end() > at:
+            start, end = line.span(1)
+            if any(k.start < end and start < k.end for k in kept + more):
+                break
+            more.append(Secret(secret.kind, start, end))
+            at = line.end()
+    return more
 
 
 # A word that could be part of a key or token: long enough, and not a plain word.
@@ -678,6 +734,15 @@ def may_be_second_part(text: str) -> bool:
     return any(_part(m.group()) for m in _PART.finditer(text, 0, 40))
 
 
+def _rest_of_a_secret(word: str) -> bool:
+    """Whether ``word`` could be the rest of a credential: 8 characters or more of letters
+    and digits mixed, or of upper and lower case."""
+    core = word.strip("._-,;:()[]\"'")
+    return len(core) >= 8 and (_classes(core) >= 2) and not core.isalpha() or (
+        len(core) >= 10 and any(c.isupper() for c in core[1:]) and any(c.islower() for c in core)
+    )
+
+
 def find_split(before: str, text: str) -> tuple[str, int, int, int, int] | None:
     """A credential split over two messages: its kind, where it starts and ends in ``before``
     (the message said just before, as stored) and where its part in ``text`` starts and
@@ -687,9 +752,21 @@ def find_split(before: str, text: str) -> tuple[str, int, int, int, int] | None:
     one of ``text`` (within its first 40, after a label such as "part 2:") is read as one
     text; a credential found across the join, but in neither message alone, is the split one.
     """
-    tail = [m for m in _PART.finditer(before, max(0, len(before) - 80)) if _part(m.group())]
+    marked = before.rfind(SECRET_MARK, max(0, len(before) - 60))
+    if marked >= 0:
+        # The message before ended with a credential already masked; this one opens with
+        # more of it ("part 2: ...", "...and the rest is ..."): that whole word goes.
+        rest = next(
+            (m for m in re.finditer(r"\S+", text[:60]) if _rest_of_a_secret(m.group())), None
+        )
+        if rest is not None:
+            kind = before[marked + len(SECRET_MARK) :].split("]", 1)[0].strip() or "password"
+            return kind, len(before), len(before), *rest.span()
     head = next((m for m in _PART.finditer(text, 0, 40) if _part(m.group())), None)
-    if not tail or head is None:
+    if head is None:
+        return None
+    tail = [m for m in _PART.finditer(before, max(0, len(before) - 80)) if _part(m.group())]
+    if not tail:
         return None
     last = tail[-1]
     start = max(0, last.start() - 200)
