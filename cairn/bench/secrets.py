@@ -388,11 +388,30 @@ def _forms(secret: str) -> list[str]:
     return forms
 
 
+# A secret this short (a PIN, a door code) is looked for as a whole word only: as a bare
+# substring it turns up by chance in ids, timestamps and the database's own bytes.
+_SHORT = 8
+
+
 def _holds(haystack: str | bytes, secret: str) -> bool:
-    """Whether ``haystack`` holds ``secret`` in one of its forms (in bytes: their UTF-8)."""
+    """Whether ``haystack`` holds ``secret`` in one of its forms (in bytes: their UTF-8); a
+    short one only where no letter or digit touches it."""
     if isinstance(haystack, bytes):
-        return any(f.encode("utf-8", "surrogatepass") in haystack for f in _forms(secret))
-    return any(f in haystack for f in _forms(secret))
+        forms: list[str | bytes] = [f.encode("utf-8", "surrogatepass") for f in _forms(secret)]
+    else:
+        forms = list(_forms(secret))
+    if len(secret) >= _SHORT:
+        return any(f in haystack for f in forms)  # type: ignore[operator]
+    for form in forms:
+        if isinstance(form, bytes):
+            pattern: re.Pattern[Any] = re.compile(
+                rb"(?<![A-Za-z0-9])" + re.escape(form) + rb"(?![A-Za-z0-9])"
+            )
+        else:
+            pattern = re.compile(r"(?<![A-Za-z0-9])" + re.escape(form) + r"(?![A-Za-z0-9])")
+        if pattern.search(haystack):  # type: ignore[arg-type]
+            return True
+    return False
 
 
 def _leak(entry: Entry, haystacks: dict[str, str | bytes], files: dict[str, bytes]) -> Leak:

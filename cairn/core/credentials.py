@@ -33,33 +33,203 @@ __all__ = ["chat_secrets", "placeholder", "public_spans"]
 
 # What a password, PIN or access code is called (lower case), in the languages people write
 # in; a word that begins with one of these counts ("parolası", "lösenordet", "sandinya").
-_PASSWORD_WORDS = """
-password passwort passwd passwrod pasword passw0rd passcode passphrase pass pwd pw pword
-kennwort zugangsdaten zugangscode mot-de-passe mdp identifiants contraseña contrasena
-contraseñas clave credenciales senha palavra-passe credenciais wachtwoord ww inlog
-wachtwoorden parola parolă parolası credenziali hasło haslo hasła hasla şifre sifre şifresi
-sifresi lösenord losenord lösenordet adgangskode kodeord passord salasana tunnus heslo hesla
-jelszó jelszo jelszava geslo lozinka lozinku κωδικός κωδικος συνθηματικό סיסמה סיסמא הסיסמה
-sandi kata-sandi katasandi kata-laluan nenosiri neno-siri pasahitza contrasenya
-пароль пароля паролем пароли парола гасло гасла кодове přihlašovací-údaje prihlasovaci-udaje
-كلمة-المرور كلمة-السر كلمة-سر كلمه-سر كلمةالمرور رمز-عبور رمزعبور گذرواژه
-पासवर्ड पासकोड পাসওয়ার্ড รหัสผ่าน รหัส mật-khẩu matkhau
-パスワード 密码 密碼 口令 비밀번호 비번 암호
-""".split()
+_PASSWORD_WORDS = [
+    "password",
+    "passwort",
+    "passwd",
+    "passwrod",
+    "pasword",
+    "passw0rd",
+    "passcode",
+    "passphrase",
+    "pass",
+    "pwd",
+    "pw",
+    "pword",
+    "kennwort",
+    "zugangsdaten",
+    "zugangscode",
+    "mot-de-passe",
+    "mdp",
+    "identifiants",
+    "contraseña",
+    "contrasena",
+    "contraseñas",
+    "clave",
+    "credenciales",
+    "senha",
+    "palavra-passe",
+    "credenciais",
+    "wachtwoord",
+    "ww",
+    "inlog",
+    "wachtwoorden",
+    "parola",
+    "parolă",
+    "parolası",
+    "credenziali",
+    "hasło",
+    "haslo",
+    "hasła",
+    "hasla",
+    "şifre",
+    "sifre",
+    "şifresi",
+    "sifresi",
+    "lösenord",
+    "losenord",
+    "lösenordet",
+    "adgangskode",
+    "kodeord",
+    "passord",
+    "salasana",
+    "tunnus",
+    "heslo",
+    "hesla",
+    "jelszó",
+    "jelszo",
+    "jelszava",
+    "geslo",
+    "lozinka",
+    "lozinku",
+    "κωδικός",
+    "κωδικος",
+    "συνθηματικό",
+    "סיסמה",
+    "סיסמא",
+    "הסיסמה",
+    "sandi",
+    "kata-sandi",
+    "katasandi",
+    "kata-laluan",
+    "nenosiri",
+    "neno-siri",
+    "pasahitza",
+    "contrasenya",
+    "пароль",
+    "пароля",
+    "паролем",
+    "пароли",
+    "парола",
+    "гасло",
+    "гасла",
+    "кодове",
+    "přihlašovací-údaje",
+    "prihlasovaci-udaje",
+    "كلمة-المرور",
+    "كلمة-السر",
+    "كلمة-سر",
+    "كلمه-سر",
+    "كلمةالمرور",
+    "رمز-عبور",
+    "رمزعبور",
+    "گذرواژه",
+    "पासवर्ड",
+    "पासकोड",
+    "পাসওয়ার্ড",
+    "รหัสผ่าน",
+    "รหัส",
+    "mật-khẩu",
+    "matkhau",
+    "パスワード",
+    "密码",
+    "密碼",
+    "口令",
+    "비밀번호",
+    "비번",
+    "암호",
+]
 # What a PIN or a numeric code is called: a number after one of these is a credential.
-_CODE_WORDS = """
-pin pincode pin-code passcode code-pin otp tan codice kod kodu koden kode koodi código codigo
-code larmkod larmkoden alarmcode alarmkod türcode turcode pinkod pinkoden пин пин-код код
-digicode cvv cvc cvv2 cvc2 csc tür-code
-κωδικός קוד कोड 暗証番号 验证码 비밀코드
-""".split()
+_CODE_WORDS = [
+    "pin",
+    "pincode",
+    "pin-code",
+    "passcode",
+    "code-pin",
+    "otp",
+    "tan",
+    "codice",
+    "kod",
+    "kodu",
+    "koden",
+    "kode",
+    "koodi",
+    "código",
+    "codigo",
+    "code",
+    "larmkod",
+    "larmkoden",
+    "alarmcode",
+    "alarmkod",
+    "türcode",
+    "turcode",
+    "pinkod",
+    "pinkoden",
+    "пин",
+    "пин-код",
+    "код",
+    "digicode",
+    "cvv",
+    "cvc",
+    "cvv2",
+    "cvc2",
+    "csc",
+    "tür-code",
+    "κωδικός",
+    "קוד",
+    "कोड",
+    "暗証番号",
+    "비밀코드",
+]
 # What a key, token or secret is called.
-_KEY_WORDS = """
-token tokens secret secrets apikey api-key api_key key keys credential credentials creds
-dsn signature sig hmac bearer jwt clé cle schlüssel schluessel chave chiave sleutel klucz
-anahtar nyckel nøgle nokkel avain kulcs ključ ключ токен секрет κλειδί מפתח مفتاح
-सीक्रेट キー トークン 密钥 令牌 키 토큰
-""".split()
+_KEY_WORDS = [
+    "token",
+    "tokens",
+    "secret",
+    "secrets",
+    "apikey",
+    "api-key",
+    "api_key",
+    "key",
+    "keys",
+    "credential",
+    "credentials",
+    "creds",
+    "dsn",
+    "signature",
+    "sig",
+    "hmac",
+    "bearer",
+    "jwt",
+    "clé",
+    "cle",
+    "schlüssel",
+    "schluessel",
+    "chave",
+    "chiave",
+    "sleutel",
+    "klucz",
+    "anahtar",
+    "nyckel",
+    "nøgle",
+    "nokkel",
+    "avain",
+    "kulcs",
+    "ključ",
+    "ключ",
+    "токен",
+    "секрет",
+    "κλειδί",
+    "מפתח",
+    "مفتاح",
+    "सीक्रेट",
+    "キー",
+    "トークン",
+    "密钥",
+    "令牌",
+    "키",
+    "토큰",
+]
 # Codes of a card: CVV, CVC.
 _CARD_CODES = frozenset({"cvv", "cvc", "cvv2", "cvc2", "csc"})
 # "recovery codes", "seed phrase": every code-like word after one of these is a credential.
@@ -73,43 +243,441 @@ _LIST_WORDS = (
 # Words that join a credential word to its value ("is", ":") in many languages; the value
 # after one of these may be any uncommon word.
 _CONNECTORS = frozenset(
-    """
-    is are was were = : := => -> → — – - now still currently set to be will equals changed
-    es era será son está sera est était ist lautet lautete wird war é era será ficou è sarà
-    era è: is: är var blir er var blev oli jest są była będzie olarak dır dir idi
-    это был была будет є був была это: είναι ήταν היא הוא هي هو है था थी là adalah ialah yaitu
-    ni ay ialah ile és volt jsou bylo este fost er: er blev
-    は が 是 为 為 는 은 이 가 입니다 です
-    """.split()
+    [
+        "is",
+        "are",
+        "was",
+        "were",
+        "=",
+        ":",
+        ":=",
+        "=>",
+        "->",
+        "→",
+        "—",
+        "–",
+        "-",
+        "now",
+        "still",
+        "currently",
+        "set",
+        "to",
+        "be",
+        "will",
+        "equals",
+        "changed",
+        "es",
+        "era",
+        "será",
+        "son",
+        "está",
+        "sera",
+        "est",
+        "était",
+        "ist",
+        "lautet",
+        "lautete",
+        "wird",
+        "war",
+        "é",
+        "era",
+        "será",
+        "ficou",
+        "è",
+        "sarà",
+        "era",
+        "è:",
+        "is:",
+        "är",
+        "var",
+        "blir",
+        "er",
+        "var",
+        "blev",
+        "oli",
+        "jest",
+        "są",
+        "była",
+        "będzie",
+        "olarak",
+        "dır",
+        "dir",
+        "idi",
+        "это",
+        "был",
+        "была",
+        "будет",
+        "є",
+        "був",
+        "была",
+        "это:",
+        "είναι",
+        "ήταν",
+        "היא",
+        "הוא",
+        "هي",
+        "هو",
+        "है",
+        "था",
+        "थी",
+        "là",
+        "adalah",
+        "ialah",
+        "yaitu",
+        "ni",
+        "ay",
+        "ialah",
+        "ile",
+        "és",
+        "volt",
+        "jsou",
+        "bylo",
+        "este",
+        "fost",
+        "er:",
+        "er",
+        "blev",
+        "は",
+        "が",
+        "是",
+        "为",
+        "為",
+        "는",
+        "은",
+        "이",
+        "가",
+        "입니다",
+        "です",
+    ]
 )
 # Words read past on the way to the value: articles, pronouns, particles, auxiliaries,
 # "the new", "my", "our", "of the admin account" ...
 _SKIP = frozenset(
-    """
-    the a an my our your their his her its this that new old current temporary temp default
-    same real actual el la los las un una mi nuestro nuestra tu su le les un une mon ma mes
-    notre votre der die das den dem des ein eine einen mein meine unser unsere dein deine
-    o os as um uma meu minha nosso nossa il lo gli uno mio mia nostro nostra de het een mijn
-    ons onze mój moja nasz nasza nowy nowe yeni benim bizim den det en ett min mitt vår vårt
-    ny nya nytt мой моя наш наша новый новая твой ο η το ένας μια μου μας ה ال मेरा मेरी हमारा
-    nya baru saya kami các cái của này mới
-    also just please pls plz btw fyi ok okay oh and und et y e i og och ja и і та a также
-    whatever whichever one ones what which that whoever try use
-    now jetzt ahora maintenant agora ora nu teraz сейчас теперь şimdi nyt nå most ny nyní
-    acum tani hiện sekarang sasa ngayon abhi अब 今 现在 지금
-    """.split()
+    [
+        "the",
+        "a",
+        "an",
+        "my",
+        "our",
+        "your",
+        "their",
+        "his",
+        "her",
+        "its",
+        "this",
+        "that",
+        "new",
+        "old",
+        "current",
+        "temporary",
+        "temp",
+        "default",
+        "same",
+        "real",
+        "actual",
+        "el",
+        "la",
+        "los",
+        "las",
+        "un",
+        "una",
+        "mi",
+        "nuestro",
+        "nuestra",
+        "tu",
+        "su",
+        "le",
+        "les",
+        "un",
+        "une",
+        "mon",
+        "ma",
+        "mes",
+        "notre",
+        "votre",
+        "der",
+        "die",
+        "das",
+        "den",
+        "dem",
+        "des",
+        "ein",
+        "eine",
+        "einen",
+        "mein",
+        "meine",
+        "unser",
+        "unsere",
+        "dein",
+        "deine",
+        "o",
+        "os",
+        "as",
+        "um",
+        "uma",
+        "meu",
+        "minha",
+        "nosso",
+        "nossa",
+        "il",
+        "lo",
+        "gli",
+        "uno",
+        "mio",
+        "mia",
+        "nostro",
+        "nostra",
+        "de",
+        "het",
+        "een",
+        "mijn",
+        "ons",
+        "onze",
+        "mój",
+        "moja",
+        "nasz",
+        "nasza",
+        "nowy",
+        "nowe",
+        "yeni",
+        "benim",
+        "bizim",
+        "den",
+        "det",
+        "en",
+        "ett",
+        "min",
+        "mitt",
+        "vår",
+        "vårt",
+        "ny",
+        "nya",
+        "nytt",
+        "мой",
+        "моя",
+        "наш",
+        "наша",
+        "новый",
+        "новая",
+        "твой",
+        "ο",
+        "η",
+        "το",
+        "ένας",
+        "μια",
+        "μου",
+        "μας",
+        "ה",
+        "ال",
+        "मेरा",
+        "मेरी",
+        "हमारा",
+        "nya",
+        "baru",
+        "saya",
+        "kami",
+        "các",
+        "cái",
+        "của",
+        "này",
+        "mới",
+        "also",
+        "just",
+        "please",
+        "pls",
+        "plz",
+        "btw",
+        "fyi",
+        "ok",
+        "okay",
+        "oh",
+        "and",
+        "und",
+        "et",
+        "y",
+        "e",
+        "i",
+        "og",
+        "och",
+        "ja",
+        "и",
+        "і",
+        "та",
+        "a",
+        "также",
+        "whatever",
+        "whichever",
+        "one",
+        "ones",
+        "what",
+        "which",
+        "that",
+        "whoever",
+        "try",
+        "use",
+        "now",
+        "jetzt",
+        "ahora",
+        "maintenant",
+        "agora",
+        "ora",
+        "nu",
+        "teraz",
+        "сейчас",
+        "теперь",
+        "şimdi",
+        "nyt",
+        "nå",
+        "most",
+        "ny",
+        "nyní",
+        "acum",
+        "tani",
+        "hiện",
+        "sekarang",
+        "sasa",
+        "ngayon",
+        "abhi",
+        "अब",
+        "今",
+        "现在",
+        "지금",
+    ]
 )
 # After one of these, the next word is what the credential is for, not the credential.
 _PREPOSITIONS = frozenset(
-    """
-    for of on in at from under via into onto behind inside through by about
-    de du des pour par sur dans chez avec para por con en del al em no na do da dos das
-    für fur von vom zum zur für im in am bei mit auf unter voor van naar op bij met
-    di del della dello per su nel nella con dla do na w z od przy için için için ile för till
-    på av til fra för для від до к на в с у от при από για στο στη σε ל של ב ל-
-    के की का में पर से untuk ke di dari pada kwa ya katika sa ng para k na pro u od pre
-    の で に から
-    """.split()
+    [
+        "for",
+        "of",
+        "on",
+        "in",
+        "at",
+        "from",
+        "under",
+        "via",
+        "into",
+        "onto",
+        "behind",
+        "inside",
+        "through",
+        "by",
+        "about",
+        "de",
+        "du",
+        "des",
+        "pour",
+        "par",
+        "sur",
+        "dans",
+        "chez",
+        "avec",
+        "para",
+        "por",
+        "con",
+        "en",
+        "del",
+        "al",
+        "em",
+        "no",
+        "na",
+        "do",
+        "da",
+        "dos",
+        "das",
+        "für",
+        "fur",
+        "von",
+        "vom",
+        "zum",
+        "zur",
+        "für",
+        "im",
+        "in",
+        "am",
+        "bei",
+        "mit",
+        "auf",
+        "unter",
+        "voor",
+        "van",
+        "naar",
+        "op",
+        "bij",
+        "met",
+        "di",
+        "del",
+        "della",
+        "dello",
+        "per",
+        "su",
+        "nel",
+        "nella",
+        "con",
+        "dla",
+        "do",
+        "na",
+        "w",
+        "z",
+        "od",
+        "przy",
+        "için",
+        "için",
+        "için",
+        "ile",
+        "för",
+        "till",
+        "på",
+        "av",
+        "til",
+        "fra",
+        "för",
+        "для",
+        "від",
+        "до",
+        "к",
+        "на",
+        "в",
+        "с",
+        "у",
+        "от",
+        "при",
+        "από",
+        "για",
+        "στο",
+        "στη",
+        "σε",
+        "ל",
+        "של",
+        "ב",
+        "ל-",
+        "के",
+        "की",
+        "का",
+        "में",
+        "पर",
+        "से",
+        "untuk",
+        "ke",
+        "di",
+        "dari",
+        "pada",
+        "kwa",
+        "ya",
+        "katika",
+        "sa",
+        "ng",
+        "para",
+        "k",
+        "na",
+        "pro",
+        "u",
+        "od",
+        "pre",
+        "の",
+        "で",
+        "に",
+        "から",
+    ]
 )
 # Words before "key" or "token" that make it something other than a credential: "public
 # key", "cache key", "input tokens", "sender_key".
@@ -129,51 +697,382 @@ _OWN_CONNECTORS = {
 }
 # Accounts named before a password ("admin / X", "login root pass X").
 _LOGINS = frozenset(
-    """
-    admin administrator root user users username login ubnt pi sa postgres oracle guest
-    operator usuario utilisateur benutzer usuário utente
-    gebruiker użytkownik kullanıcı användare пользователь логин логін användarnamn
-    """.split()
+    [
+        "admin",
+        "administrator",
+        "root",
+        "user",
+        "users",
+        "username",
+        "login",
+        "ubnt",
+        "pi",
+        "sa",
+        "postgres",
+        "oracle",
+        "guest",
+        "operator",
+        "usuario",
+        "utilisateur",
+        "benutzer",
+        "usuário",
+        "utente",
+        "gebruiker",
+        "użytkownik",
+        "kullanıcı",
+        "användare",
+        "пользователь",
+        "логин",
+        "логін",
+        "användarnamn",
+    ]
 )
 _QUALIFIERS = frozenset(
-    """
-    public pub cache primary foreign partition sort object idempotency host sender device
-    identity gpg pgp gnupg rsa dsa ecdsa eddsa ed25519 curve25519 age ssh-ed25519 fingerprint
-    composite unique lookup dict map hash row index max min input output prompt completion
-    dedup dedupe registry translation i18n routing-table sorting shard cluster bucket
-    """.split()
+    [
+        "public",
+        "pub",
+        "cache",
+        "primary",
+        "foreign",
+        "partition",
+        "sort",
+        "object",
+        "idempotency",
+        "host",
+        "sender",
+        "device",
+        "identity",
+        "gpg",
+        "pgp",
+        "gnupg",
+        "rsa",
+        "dsa",
+        "ecdsa",
+        "eddsa",
+        "ed25519",
+        "curve25519",
+        "age",
+        "ssh-ed25519",
+        "fingerprint",
+        "composite",
+        "unique",
+        "lookup",
+        "dict",
+        "map",
+        "hash",
+        "row",
+        "index",
+        "max",
+        "min",
+        "input",
+        "output",
+        "prompt",
+        "completion",
+        "dedup",
+        "dedupe",
+        "registry",
+        "translation",
+        "i18n",
+        "routing-table",
+        "sorting",
+        "shard",
+        "cluster",
+        "bucket",
+        "error",
+        "exit",
+        "status",
+        "http",
+        "return",
+        "response",
+        "reason",
+        "result",
+        "country",
+        "zip",
+        "postal",
+        "area",
+        "promo",
+        "discount",
+        "coupon",
+        "source",
+        "short",
+        "qr",
+        "bar",
+        "barcode",
+        "language",
+        "currency",
+        "color",
+        "colour",
+        "dial",
+        "iso",
+        "mcc",
+        "tax",
+        "vat",
+        "swift",
+        "bic",
+        "branch",
+        "airport",
+        "product",
+        "item",
+        "sku",
+        "order",
+        "spki",
+        "certificate",
+        "cert",
+        "ssl",
+        "tls",
+        "hpkp",
+        "kms",
+        "foreign-key",
+        "fehler",
+        "erreur",
+        "ошибки",
+    ]
 )
 # Words about a credential, not one: where it is, what happened to it, what it must be.
 _ABOUT = frozenset(
-    """
-    vault manager 1password bitwarden lastpass keepass keychain passbolt doppler sops secret
-    policy policies rules rule reset resets change changes changed rotate rotated rotation
-    rotating expire expired expires expiring expiry expiration length complexity strength
-    requirement requirements required requires hint hints prompt prompts field fields form
-    protected protection manager spraying leak leaked leaks hash hashes hashed hashing salt
-    salted encrypted encryption stored storage saved kept shared sharing sent generated
-    generator update updated updating works worked working wrong incorrect invalid valid
-    correct missing empty blank unknown known same different weak strong secure insecure
-    here there where below above attached pinned sticker whiteboard back drawer envelope
-    safe locker channel thread dm message email mail ticket wiki doc docs documentation
-    confluence notion page file env environment variable variables config configuration
-    settings setting ui console portal dashboard admin login user username account ssh
-    endpoint endpoints header headers scope scopes permission permissions access role roles
-    authentication auth rotation-policy expires_in ttl id ids name names type types
-    see ask check use using fingerprint
-    bitte gespeichert geändert abgelaufen tresor passwortmanager steht liegt kommt
-    verlopen gewijzigd kluis aangevraagd scaduta cambiata wygasło wygasł zmienione zmienione
-    istekla promijenjena süresi doldu değişti utgånget ändrat udløbet vanhentunut lejárt
-    expirou trocada alterada vencida vencido cambiado expirada
-    guardada cambiada caducada gestor bóveda está
-    stockée changé expiré coffre gestionnaire est
-    """.split()
+    [
+        "vault",
+        "manager",
+        "1password",
+        "bitwarden",
+        "lastpass",
+        "keepass",
+        "keychain",
+        "passbolt",
+        "doppler",
+        "sops",
+        "secret",
+        "policy",
+        "policies",
+        "rules",
+        "rule",
+        "reset",
+        "resets",
+        "change",
+        "changes",
+        "changed",
+        "rotate",
+        "rotated",
+        "rotation",
+        "rotating",
+        "expire",
+        "expired",
+        "expires",
+        "expiring",
+        "expiry",
+        "expiration",
+        "length",
+        "complexity",
+        "strength",
+        "requirement",
+        "requirements",
+        "required",
+        "requires",
+        "hint",
+        "hints",
+        "prompt",
+        "prompts",
+        "field",
+        "fields",
+        "form",
+        "protected",
+        "protection",
+        "manager",
+        "spraying",
+        "leak",
+        "leaked",
+        "leaks",
+        "hash",
+        "hashes",
+        "hashed",
+        "hashing",
+        "salt",
+        "salted",
+        "encrypted",
+        "encryption",
+        "stored",
+        "storage",
+        "saved",
+        "kept",
+        "shared",
+        "sharing",
+        "sent",
+        "generated",
+        "generator",
+        "update",
+        "updated",
+        "updating",
+        "works",
+        "worked",
+        "working",
+        "wrong",
+        "incorrect",
+        "invalid",
+        "valid",
+        "correct",
+        "missing",
+        "empty",
+        "blank",
+        "unknown",
+        "known",
+        "same",
+        "different",
+        "weak",
+        "strong",
+        "secure",
+        "insecure",
+        "here",
+        "there",
+        "where",
+        "below",
+        "above",
+        "attached",
+        "pinned",
+        "sticker",
+        "whiteboard",
+        "back",
+        "drawer",
+        "envelope",
+        "safe",
+        "locker",
+        "channel",
+        "thread",
+        "dm",
+        "message",
+        "email",
+        "mail",
+        "ticket",
+        "wiki",
+        "doc",
+        "docs",
+        "documentation",
+        "confluence",
+        "notion",
+        "page",
+        "file",
+        "env",
+        "environment",
+        "variable",
+        "variables",
+        "config",
+        "configuration",
+        "settings",
+        "setting",
+        "ui",
+        "console",
+        "portal",
+        "dashboard",
+        "admin",
+        "login",
+        "user",
+        "username",
+        "account",
+        "ssh",
+        "endpoint",
+        "endpoints",
+        "header",
+        "headers",
+        "scope",
+        "scopes",
+        "permission",
+        "permissions",
+        "access",
+        "role",
+        "roles",
+        "authentication",
+        "auth",
+        "rotation-policy",
+        "expires_in",
+        "ttl",
+        "id",
+        "ids",
+        "name",
+        "names",
+        "type",
+        "types",
+        "see",
+        "ask",
+        "check",
+        "use",
+        "using",
+        "fingerprint",
+        "kid",
+        "alg",
+        "typ",
+        "ошибки",
+        "ошибка",
+        "ошибок",
+        "erreur",
+        "fehler",
+        "error",
+        "errors",
+        "revoked",
+        "widerrufen",
+        "revogada",
+        "revocada",
+        "révoquée",
+        "revocata",
+        "unieważniony",
+        "iptal",
+        "отозван",
+        "cambiato",
+        "cambiata",
+        "cambiati",
+        "scaduto",
+        "bitte",
+        "gespeichert",
+        "geändert",
+        "abgelaufen",
+        "tresor",
+        "passwortmanager",
+        "steht",
+        "liegt",
+        "verlopen",
+        "gewijzigd",
+        "kluis",
+        "aangevraagd",
+        "scaduta",
+        "cambiata",
+        "wygasło",
+        "wygasł",
+        "zmienione",
+        "zmienione",
+        "istekla",
+        "promijenjena",
+        "süresi",
+        "doldu",
+        "değişti",
+        "utgånget",
+        "ändrat",
+        "udløbet",
+        "vanhentunut",
+        "lejárt",
+        "expirou",
+        "trocada",
+        "alterada",
+        "vencida",
+        "vencido",
+        "cambiado",
+        "expirada",
+        "guardada",
+        "cambiada",
+        "caducada",
+        "gestor",
+        "bóveda",
+        "está",
+        "stockée",
+        "changé",
+        "expiré",
+        "coffre",
+        "gestionnaire",
+        "est",
+    ]
 )
 # A value that is a placeholder or says where the secret is.
 _PLACEHOLDER = re.compile(
     r"^(?:[$%<\[{]|\{\{|os\.|env\.|process\.env|secrets?\.|vault:|op://|ref\+|arn:|\*{3,}"
-    r"|x{3,}|y{3,}|\.{3,}|•{3,}|redacted|hidden|masked|censored|example|placeholder|changeme"
-    r"|change[_-]?me|replace[_-]?me|fixme|dummy|sample|test123|none|null|nil|true|false"
+    r"|x{3,}|y{3,}|\.{3,}|•{3,}|redacted|hidden|masked|censored|example|placeholder"
+    r"|replace[_-]?me|fixme|dummy|sample|test123|none|null|nil|true|false"
     r"|undefined|todo|tbd|ssh-(?:rsa|ed25519|dss)|ecdsa-sha2|sk-ssh|age1|sha256:|sha1:|md5:"
     r"|AAAA[A-Z0-9])|.*(?:\.\.\.|…)",
     re.IGNORECASE,
@@ -182,13 +1081,14 @@ _PLACEHOLDER = re.compile(
 # managers a reference names ("1Password'da").
 _PLACEHOLDER_PARTS = re.compile(
     r"(?i)your|yours|here|aqui|aquí|ici|hier|qui|tu_|dein|votre|mein|my_|insert|enter|fill"
-    r"|replace|1password|bitwarden|lastpass|keepass|passbolt|dashlane|keeper|vault"
+    r"|replace|1password|bitwarden|lastpass|keepass|passbolt|dashlane|keeper|vault|cyberark"
+    r"|hashicorp|infisical|akeyless|conjur|thycotic|example"
 )
 
 _TOKEN = re.compile(r"\S+")
 _EDGE = "\"'“”‘’«»()[]{}<>`"
 # Characters a password or key is written with besides letters and digits.
-_SYMBOLS = set("!@#$%^&*+=?~_|\\/.,;:-")
+_SYMBOLS = set("!@#$%^&*+=?~_|\\/.:-")
 _HEX = re.compile(r"(?:[0-9a-fA-F]{2}[-:]?){8,}[0-9a-fA-F]*")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 _HOST = re.compile(r"[a-z0-9\-]+(?:\.[a-z0-9\-]+)*\.[a-z]{2,}(?::\d+)?")
@@ -201,6 +1101,7 @@ _EMAIL = re.compile(r"[\w.+\-]+@[\w\-]+\.[\w.\-]+")
 _SLUG = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)+")
 # Scripts that do not space their words: a value ends where they begin again.
 _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uac00-\ud7af\uff00-\uffef\u0e00-\u0e7f]")
+# A word that ends its sentence right after the credential word: "the OTP. Call ..."
 
 
 def _folded(word: str) -> str:
@@ -218,8 +1119,16 @@ def _keyword_pattern() -> re.Pattern[str]:
     )
     spaced = [w for w in words if re.match(r"[a-zà-ÿ\u0370-\u04ff]", w)]
     joined = [w for w in words if w not in spaced]
+    # Compounds that end in a word for "code" (Tresorcode, dörrkoden, ovikoodi), but for the
+    # ones that name something else.
+    compound = (
+        r"(?!(?:bar|uni|op|de|en|qr|short|post|zip|geo|trans|hard|source|pseudo|micro|byte"
+        r"|area|country|error|exit|status|promo|dis|color|colour|time|zeit|post|sort|fehler"
+        r"|fel|virhe|hata|erreur|antwort|land|länder|laender|rabatt|gutschein|farb|ländercode)"
+        r"(?:code|kod))[a-zà-ÿ]{3,12}(?:code|kod|koden|kode|koodi)"
+    )
     return re.compile(
-        r"(?<![^\W\d_])(?:" + "|".join(spaced) + ")|(?:" + "|".join(joined) + ")",
+        r"(?<![^\W\d_])(?:" + "|".join(spaced) + "|" + compound + ")|(?:" + "|".join(joined) + ")",
         re.IGNORECASE,
     )
 
@@ -230,8 +1139,7 @@ _KEY_SET = frozenset(w.casefold() for w in _KEY_WORDS)
 # Code words that make a number after them a credential by themselves; the others ("code",
 # "kod", "código") need a connector first ("the door code is 4711", not "error code 5000").
 _STRONG_CODES = frozenset(
-    {"pin", "pincode", "pin-code", "passcode", "code-pin", "tan", "otp", "digicode"}
-    | _CARD_CODES
+    {"pin", "pincode", "pin-code", "passcode", "code-pin", "tan", "otp", "digicode"} | _CARD_CODES
 )
 # Words that begin with a credential word but mean something else.
 _FALSE_FRIENDS = re.compile(
@@ -250,9 +1158,15 @@ def _stripped(token: str) -> tuple[str, int]:
         start += 1
     while end > start and token[end - 1] in _EDGE + ",;.:":
         end -= 1
+    run = len(token[start:end]) - len(token[start:end].rstrip("!?"))
+    if run >= 2 and end - start > run:
+        end -= run  # "case5!!": the sentence's, not the value's
     cjk = _CJK.search(token, start, end)
     if cjk is not None and cjk.start() > start:
         end = cjk.start()
+    comma = token.find(",", start, end)
+    if comma > start and token[comma + 1 : comma + 2].isalpha():
+        end = comma  # "ID,Secret": a list, one word at a time
     return token[start:end], start
 
 
@@ -271,11 +1185,13 @@ def _identifier(value: str) -> bool:
         return True
     if "://" in value or value[0] in "/~" or value.startswith(("./", "..", "\\\\")):
         return True
+    if re.fullmatch(r"0x[0-9a-fA-F]+|(?i:rs|hs|es|ps)\d{3}|(?i:sha|aes|rsa|md|crc)[-_]?\d+", value):
+        return True  # an error number, an algorithm
     if _KEYWORD.fullmatch(value) or _folded(value) in _ABOUT:
         return True
-    return any(
-        p.fullmatch(value) for p in (_HOST, _VERSION, _DATE, _AMOUNT, _TICKET, _EMAIL)
-    ) or (_SLUG.fullmatch(value) is not None and value.islower() and not _HEX.fullmatch(value))
+    return any(p.fullmatch(value) for p in (_HOST, _VERSION, _DATE, _AMOUNT, _TICKET, _EMAIL)) or (
+        _SLUG.fullmatch(value) is not None and value.islower() and not _HEX.fullmatch(value)
+    )
 
 
 def _secret_looking(value: str, *, code: bool) -> bool:
@@ -286,9 +1202,9 @@ def _secret_looking(value: str, *, code: bool) -> bool:
         return code and 4 <= len(value) <= 10
     if len(value) < 6 or _identifier(value):
         return False
-    if re.fullmatch(r"[a-z]+\d{1,3}", value) and len(value) < 8:
-        return False  # a name with a number: base64, sha256, ipv4, db01
-    if _HEX.fullmatch(value) and len(value) >= 16 or _UUID.fullmatch(value):
+    if re.fullmatch(r"(?:[a-z]+|[A-Z]+)\d{1,4}", value) and len(value) <= 10:
+        return False  # a name with a number: base64, sha256, ipv4, db01, TICKET42
+    if (_HEX.fullmatch(value) and len(value) >= 16) or _UUID.fullmatch(value):
         return True
     lower, upper, digit, symbol = _classes(value)
     letters = lower or upper
@@ -300,6 +1216,8 @@ def _secret_looking(value: str, *, code: bool) -> bool:
         return False  # words joined: Büro-Gast-Netz, read-only, Server_Room
     if letters and symbol and (digit or (lower and upper)):
         return True
+    if re.fullmatch(r"[A-Z]?[a-z]+(?:[A-Z]{1,3}[a-z]+)*[A-Z]{0,3}s?", value):
+        return False  # CamelCase words: AccessDeniedException, CyberArk, PostgreSQL
     return lower and upper and len(value) >= 8 and not value[1:].islower() and not value.isupper()
 
 
@@ -341,7 +1259,9 @@ def _window(
         raw = token.group()
         if count and text[start : token.start()].count("\n") > 1:
             return None  # a blank line ends what the word introduced
-        if connected and raw.startswith(("{{", "${", "$", "<", "%", "{%")):
+        if count == 0 and raw.startswith(".") and not raw.startswith(".."):
+            return None  # "never got the OTP. Call ...": the sentence ended with the word
+        if connected and raw.lstrip("\"'`").startswith(("{{", "${", "$", "<", "%", "{%")):
             return None  # a template or a variable, not a value
         if raw.rstrip(_EDGE + ",;").endswith(("...", "…")):
             return None  # a value cut short on purpose: "sk_live_..."
@@ -356,8 +1276,8 @@ def _window(
             connected = True
             continue
         if folded in _CONNECTORS or folded.rstrip(":=") in _CONNECTORS:
-            if count == 0 or value not in {"-", "—", "–"}:  # a dash joins only right after
-                connected = True
+            if (count == 0 or value not in {"-", "—", "–"}) and count <= 5:
+                connected = True  # a dash joins only right after; "is" only near the word
             continue
         where = (token.start() + offset, token.start() + offset + len(value))
         if skip_next:
@@ -374,7 +1294,9 @@ def _window(
             skip_next = True
             continue
         numeric = code and (connected or numbers)
-        if _secret_looking(value, code=numeric) or (connected and _stated(value)):
+        if _secret_looking(value, code=numeric) or (
+            connected and _stated(value) and not value.isalpha()
+        ):
             return where
         if paired and _stated(value) and not value.isalpha():
             return where
@@ -387,20 +1309,36 @@ def _window(
         if connected and _identifier(value):
             return None  # "is see vault", "= your_password_here"
         was_connected, connected = connected, False  # a plain word: the statement goes on
-        if (was_connected or first) and folded in _ABOUT or _KEYWORD.fullmatch(value):
+        if ((was_connected or first) and folded in _ABOUT) or _KEYWORD.fullmatch(value):
             return None  # "password policy", "token endpoint": about credentials
         first = False
         if raw.endswith((".", "!", "?", "。", ";")) and not connected:
             return None
         if raw.rstrip(_EDGE).endswith((":", "=")):
             connected = True
+        elif raw.endswith(".") and count == 0:
+            return None  # "never got the OTP. Call ...": the sentence ended
     return None
+
+
+def _in_template(text: str, at: int) -> bool:
+    """Whether position ``at`` is inside ``{{ ... }}``, ``${...}`` or ``<...>`` on its line:
+    a variable or a placeholder, whatever it is named."""
+    line_start = text.rfind("\n", 0, at) + 1
+    before = text[line_start:at]
+    for opening, closing in (("{{", "}}"), ("${", "}"), ("<", ">"), ("{%", "%}")):
+        opened = before.rfind(opening)
+        if opened >= 0 and before.rfind(closing) < opened:
+            return True
+    return False
 
 
 def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
     for match in _KEYWORD.finditer(text):
         word = match.group().casefold().replace(" ", "-").replace("_", "-")
         kind = "password" if word not in _CODE_SET else "PIN or code"
+        if word.endswith(("code", "kod", "koden", "kode", "koodi")):
+            kind = "PIN or code"
         if word in _KEY_SET:
             kind = "API key or token"
         # The word may go on ("parolası", "lösenordet", "DD_API_KEY_2"): up to four more
@@ -409,11 +1347,17 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
         while end < len(text) and text[end].isalpha() and not _CJK.match(text[end]):
             end += 1
         if end > match.end() and (
-            len(word) <= 4 and not _CJK.match(word) or end - match.end() > 4
+            (len(word) <= 4 and not _CJK.match(word)) or end - match.end() > 4
         ):
             continue
-        if _FALSE_FRIENDS.match(text, match.start()):
+        if _FALSE_FRIENDS.match(text, match.start()) or _in_template(text, match.start()):
             continue
+        if (
+            text[match.end() : match.end() + 1] == "-"
+            and re.match(r"-[a-z]", text[end:])
+            and (match.start() and text[match.start() - 1] == "-")
+        ):
+            continue  # inside a name: kms-key-prod-eu
         if word in _CARD_CODES and not re.match(r"\s*:?\s*\d{3,4}(?!\d)", text[match.end() :]):
             continue
         before = re.search(r"([^\W_]+)[\s_\-]*$", text[max(0, match.start() - 30) : match.start()])
@@ -445,22 +1389,122 @@ _ASSIGNED = re.compile(
 )
 _NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _CREDENTIAL_PARTS = frozenset(
-    """
-    pass password passwd pwd pw passphrase passcode secret secrets token tokens key apikey
-    auth authtoken credential credentials creds cred sig signature session sessionid sid
-    jsessionid phpsessid csrftoken xsrf cookie private privatekey pin otp totp seed mnemonic
-    jwt bearer hmac dsn salt signing
-    """.split()
+    [
+        "pass",
+        "password",
+        "passwd",
+        "pwd",
+        "pw",
+        "passphrase",
+        "passcode",
+        "secret",
+        "secrets",
+        "token",
+        "tokens",
+        "key",
+        "apikey",
+        "auth",
+        "authtoken",
+        "credential",
+        "credentials",
+        "creds",
+        "cred",
+        "sig",
+        "signature",
+        "session",
+        "sessionid",
+        "sid",
+        "jsessionid",
+        "phpsessid",
+        "csrftoken",
+        "xsrf",
+        "cookie",
+        "private",
+        "privatekey",
+        "pin",
+        "otp",
+        "totp",
+        "seed",
+        "mnemonic",
+        "jwt",
+        "bearer",
+        "hmac",
+        "dsn",
+        "salt",
+        "signing",
+    ]
 )
 # Parts that make such a name describe something else: "PUBLIC_KEY", "TOKEN_TTL", "key_id".
 _OTHER_PARTS = frozenset(
-    """
-    public pub id ids name names type types file path dir url uri endpoint host port user
-    username login email length len size count max min ttl timeout expiry expires expiration
-    expire enabled enable disabled format version rotation days hours alg algorithm header
-    prefix env var kind mode policy hint field label fingerprint hash hashed encrypted
-    provider issuer audience scope scopes region bucket table column limit rate
-    """.split()
+    [
+        "public",
+        "pub",
+        "id",
+        "ids",
+        "name",
+        "names",
+        "type",
+        "types",
+        "file",
+        "path",
+        "dir",
+        "url",
+        "uri",
+        "endpoint",
+        "host",
+        "port",
+        "user",
+        "username",
+        "login",
+        "email",
+        "length",
+        "len",
+        "size",
+        "count",
+        "max",
+        "min",
+        "ttl",
+        "timeout",
+        "expiry",
+        "expires",
+        "expiration",
+        "expire",
+        "enabled",
+        "enable",
+        "disabled",
+        "format",
+        "version",
+        "rotation",
+        "days",
+        "hours",
+        "alg",
+        "algorithm",
+        "header",
+        "prefix",
+        "env",
+        "var",
+        "kind",
+        "mode",
+        "policy",
+        "hint",
+        "field",
+        "label",
+        "fingerprint",
+        "hash",
+        "hashed",
+        "encrypted",
+        "provider",
+        "issuer",
+        "audience",
+        "scope",
+        "scopes",
+        "region",
+        "bucket",
+        "table",
+        "column",
+        "limit",
+        "rate",
+    ]
 )
 
 
@@ -485,7 +1529,7 @@ def _assignments(text: str) -> Iterator[tuple[str, int, int]]:
         value = match.group(group)
         if _PLACEHOLDER.match(value) or _PLACEHOLDER_PARTS.search(value) or len(set(value)) == 1:
             continue
-        if value.isdigit() and len(value) < 4 or value.casefold() in {"true", "false", "none"}:
+        if (value.isdigit() and len(value) < 4) or value.casefold() in {"true", "false", "none"}:
             continue
         if "://" in value or value[0] in "/~$%":
             continue  # a URL (its own rule reads it), a path, a variable
@@ -508,7 +1552,7 @@ def _flags(text: str) -> Iterator[tuple[str, int, int]]:
         value = match.group("v")
         flag = match.group().lstrip()
         short = flag.startswith(("-p", "-P", "-a", "-w")) and not flag.startswith("-pass")
-        if short and (value.isdigit() or ":" in value and value.replace(":", "").isdigit()):
+        if short and (value.isdigit() or (":" in value and value.replace(":", "").isdigit())):
             continue  # a port, a port mapping
         if short and not _secret_looking(value, code=False):
             continue
@@ -575,9 +1619,11 @@ def _prefixed(text: str) -> Iterator[tuple[str, int, int]]:
     for match in _PREFIXED.finditer(text):
         value = match.group().rstrip(".")
         lower, upper, digit, _ = _classes(value)
-        if digit and (lower or upper) and not _HEX.fullmatch(value):
-            yield "API key or token", match.start(), match.start() + len(value)
-        elif "atlasv1" in value or value.startswith(("AGE-SECRET-KEY-1", "key-")):
+        if (
+            (digit and (lower or upper) and not _HEX.fullmatch(value))
+            or "atlasv1" in value
+            or value.startswith(("AGE-SECRET-KEY-1", "key-"))
+        ):
             yield "API key or token", match.start(), match.start() + len(value)
 
 
@@ -594,11 +1640,14 @@ def _listed(text: str) -> Iterator[tuple[str, int, int]]:
         start = match.end() + (rest.find(":") + 1 if ":" in rest[:60] else 0)
         if words:
             spans = [
-                m.span()
-                for m in re.finditer(r"(?:\d{1,2}[.)]\s*)?[^\W\d_]{3,12}", text[start:])
+                m.span() for m in re.finditer(r"(?:\d{1,2}[.)]\s*)?[^\W\d_]{3,12}", text[start:])
             ][:24]
             if len(spans) >= 12:
-                yield "seed phrase", start + spans[0][0], start + spans[11 if len(spans) < 24 else 23][1]
+                yield (
+                    "seed phrase",
+                    start + spans[0][0],
+                    start + spans[11 if len(spans) < 24 else 23][1],
+                )
             continue
         for code in _CODE.finditer(text, start, min(len(text), start + 600)):
             value = code.group()
@@ -619,19 +1668,30 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
+# Advisory and ticket ids written in groups: GHSA-2x3c-4v5b-6n7m, CVE-2024-1234-...
+_GROUPED_IDS = ("GHSA", "CVE", "PYSEC", "RUSTSEC", "GO", "OSV", "INC", "CHG", "RITM")
+
+
 def _spaced(text: str) -> Iterator[tuple[str, int, int]]:
     for match in re.finditer(r"(?<![\w.-])[3-6]\d{14,15}(?![\w.-])", text):
         if _luhn(match.group()):
             yield "card number", *match.span()
     for match in _GROUPS.finditer(text):
         joined = re.sub(r"[ -]", "", match.group())
+        if match.group().startswith(_GROUPED_IDS):
+            continue
         if joined.isdigit():
             if 13 <= len(joined) <= 19 and _luhn(joined):
                 yield "card number", *match.span()
             continue
+        groups = re.split(r"[ -]", match.group())
+        printed = len({len(g) for g in groups[:-1]}) == 1 and len(groups[-1]) <= len(groups[0])
+        with_digits = sum(any(c.isdigit() for c in g) for g in groups)
         lower, upper, digit, _ = _classes(joined)
-        if digit and (lower or upper) and len(joined) >= 16 and not _HEX.fullmatch(joined):
-            yield "spaced key", *match.span()
+        if _HEX.fullmatch(joined):
+            continue  # a fingerprint: A1B2 C3D4 ...
+        if printed and 2 * with_digits >= len(groups) and (lower or upper) and len(joined) >= 16:
+            yield "spaced key", *match.span()  # as a key is printed: JVP5 SQ6H N1X7 1MZ0
 
 
 # Lines that each hold one token-like word: a key wrapped by a terminal or an editor.
@@ -651,8 +1711,8 @@ def _wrapped(text: str, found: list[tuple[str, int, int]]) -> Iterator[tuple[str
         before = text[max(0, match.start() - 120) : match.start()].rsplit("\n", 2)[-2:]
         named = any(_KEYWORD.search(line) for line in before)
         lower, upper, digit, _ = _classes(joined)
-        mixed = digit and (lower or upper) and (lower and upper or _HEX.fullmatch(joined))
-        if named or mixed and joined.startswith("eyJ"):
+        mixed = digit and (lower or upper) and ((lower and upper) or _HEX.fullmatch(joined))
+        if named or (mixed and joined.startswith("eyJ")):
             start = match.start() + (len(match.group()) - len(match.group().lstrip()))
             yield "wrapped key", start, start + len(block)
 

@@ -206,7 +206,7 @@ def _encoded_text(body: str) -> bool:
         decoded = base64.b64decode(body + "=" * (-len(body) % 4), validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return False
-    return decoded.isprintable() and (" " in decoded or "\n" in decoded) or (
+    return (decoded.isprintable() and (" " in decoded or "\n" in decoded)) or (
         decoded.replace("\n", "").isprintable() and "\n" in decoded
     )
 
@@ -216,12 +216,12 @@ def _high_entropy(token: str) -> bool:
     and digits mixed, little structure (words, numbers), high Shannon entropy, and not base64
     of plain text; a path is random only where one of its parts is."""
     body = token.rstrip("=")
+    if re.match(r"[a-z]{2,6}_|(?:sha\d+|md5|blake2b?|h1)[-:]", body):
+        return False  # an object id with its type (cus_, pi_: keys come above), a hash
     if "/" in body.strip("/") and not body.startswith(_SSH_PUBLIC):
         parts = [p for p in body.split("/") if p]
-        if len(parts) > 1:
-            return any(_high_entropy(p) for p in parts)
-    if re.match(r"[a-z]{2,6}_", body):
-        return False  # an object id with its type: cus_..., pi_..., ch_... (keys come above)
+        if len(parts) > 1 and any(re.fullmatch(r"[a-z][a-z\-_]+", p) for p in parts):
+            return any(_high_entropy(p) for p in parts)  # a path: key/<uuid>, role/x
     if len(body) < 24 or _HEX.fullmatch(body) or body.startswith(_SSH_PUBLIC):
         return False
     if body[0] in "/~" or not any(c.isdigit() for c in body):
@@ -270,7 +270,7 @@ _IS = (
 )
 # The value: quoted (and may then hold spaces), or up to white space or a separator.
 _OPEN, _CLOSE = "\"'\u201c\u2018\u00ab", "\"'\u201d\u2019\u00bb"  # typographic quotes too
-_VALUE = rf"(?:[{_OPEN}](?P<q>[^{_CLOSE}\n]{{3,80}})[{_CLOSE}]|(?P<v>[^\s{_OPEN};&,][^\s;&,]*))"
+_VALUE = rf"(?:[{_OPEN}](?P<q>[^{_CLOSE}\n]{{3,80}})[{_CLOSE}]|(?P<v>[^\s{_OPEN};&,][^\s;,]*))"
 
 # What a key or token is called: "token", "secret", or "key" after a word that makes it a
 # credential ("api key", "bot_token", "client-secret"); a bare "key" is too common to count.
@@ -464,16 +464,18 @@ _SECRET_PATH = re.compile(
 def _in_path(url: str, offset: int, start: int, end: int) -> Iterator[Secret]:
     """The token-like parts of a URL's path that follow a word such as ``webhooks``."""
     at = url.find("/", start)
-    if at < 0 or at >= end:
-        return
+    if at < 0 or at >= end or "hooks.slack.com" in url[start:at]:
+        return  # (a Slack webhook is masked whole by its shape)
     armed = False
     for part in re.finditer(r"[^/]+", url[at:end]):
         value = part.group()
         where = offset + at + part.start()
         if value.startswith("bot") and re.fullmatch(r"bot\d{6,}:[\w\-]{30,}", value):
             yield Secret("bot token in a URL", where, where + len(value))
-        elif armed and len(value) >= 16 and (
-            _long_random(value) or _HEX.fullmatch(value) or _high_entropy(value)
+        elif (
+            armed
+            and len(value) >= 16
+            and (_long_random(value) or _HEX.fullmatch(value) or _high_entropy(value))
         ):
             yield Secret("token in a URL", where, where + len(value))
         armed = armed or _SECRET_PATH.match(value) is not None
@@ -643,10 +645,12 @@ def _in_library(text: str) -> Iterator[Secret]:
 # Words before a random-looking string that make it an identifier or a public key, not a
 # credential: Matrix's Megolm sessions, devices and keys, and ids named as such.
 _ID_CONTEXT = re.compile(
-    r"(?:(?i:megolm|session[ _-]?id|sender[ _-]?key|curve25519|ed25519|device[ _-]?(?:id|key)?"
+    r"(?:\b(?i:megolm|session[ _-]?id|sender[ _-]?key|curve25519|ed25519|device[ _-]?(?:id|key)?"
     r"|room[ _-]?id|event[ _-]?id|request[ _-]?id|trace[ _-]?id|host[ _-]?id|fingerprint"
-    r"|identity[ _-]?key|public[ _-]?key|checksum|digest|sha\d*|commit|txn[ _-]?id|base64,)"
-    r"|[a-z]Id|\bID)\W{0,3}\S{0,40}\W{0,3}$"
+    r"|identity[ _-]?key|public[ _-]?key|checksum|digest|sha\d+|commit|txn[ _-]?id|base64,"
+    r"|integrity|h1:|spki|pin-sha256|hash)"
+    r"(?:\W{1,3}[^\s\[\]]{1,40}){0,6}"
+    r"|(?:[a-z]Id|\bID)(?:\W{1,3}[^\s\[\]]{1,40})?)\W{0,3}$"
 )
 # A Matrix id's sigil: $event, !room, @user, #alias (the rest is an id, however random).
 _SIGILS = "$!@#"
@@ -656,7 +660,7 @@ def _an_identifier(text: str, start: int) -> bool:
     """Whether the random-looking string at ``start`` is an identifier by what precedes it."""
     if start and text[start - 1] in _SIGILS:
         return True
-    return _ID_CONTEXT.search(text, max(0, start - 60), start) is not None
+    return _ID_CONTEXT.search(text, max(0, start - 120), start) is not None
 
 
 def _candidates(text: str) -> Iterator[Secret]:
@@ -681,14 +685,22 @@ def _candidates(text: str) -> Iterator[Secret]:
                 yield Secret("high-entropy token", start, at + match.end())
 
 
+_MARKER = re.compile(re.escape(SECRET_MARK) + r"[^\]\n]{0,80}\]")
+
+
 def find_secrets(text: str) -> list[Secret]:
     """The credentials in ``text``, in order and not overlapping (where two rules find the
     same place, the more specific one names it). Never raises."""
     kept: list[Secret] = []
     public = public_spans(text)
+    if SECRET_MARK in text:
+        # What was masked before stays as it is: its words are not read again.
+        text = _MARKER.sub(lambda m: " " * len(m.group()), text)
     for secret in _candidates(text):
         if any(start <= secret.start and secret.end <= end for start, end in public):
             continue  # inside a certificate or a public key
+        if text[secret.start : secret.end].endswith(("EXAMPLE", "EXAMPLEKEY")):
+            continue  # a provider's documented example: AKIAIOSFODNN7EXAMPLE
         if all(secret.end <= k.start or k.end <= secret.start for k in kept):
             kept.append(secret)
     if kept and "\n" in text:
@@ -698,6 +710,16 @@ def find_secrets(text: str) -> list[Secret]:
 
 # A line that holds a single key-like word: what a terminal or an editor wrapped.
 _KEY_LINE = re.compile(r"[ \t]*([A-Za-z0-9+/=_\-.]{6,})[ \t]*(?:\n|$)")
+
+
+def _key_like(word: str) -> bool:
+    """Whether a line's one word can carry a key on: digits, mixed case or length; not a
+    plain word ("thanks")."""
+    return (
+        any(c.isdigit() for c in word)
+        or len(word) >= 16
+        or (any(c.isupper() for c in word[1:]) and any(c.islower() for c in word))
+    )
 
 
 def _wrapped_on(text: str, kept: list[Secret]) -> list[Secret]:
@@ -711,6 +733,8 @@ def _wrapped_on(text: str, kept: list[Secret]) -> list[Secret]:
         at = newline + 1
         while (line := _KEY_LINE.match(text, at)) is not None and line.end() > at:
             start, end = line.span(1)
+            if not _key_like(line.group(1)):
+                break
             if any(k.start < end and start < k.end for k in kept + more):
                 break
             more.append(Secret(secret.kind, start, end))
@@ -731,14 +755,16 @@ def _part(word: str) -> bool:
 def may_be_second_part(text: str) -> bool:
     """Whether ``text`` has a key-like word within its first 40 characters (the second part
     of a split credential would be there); cheap, for deciding to look further."""
-    return any(_part(m.group()) for m in _PART.finditer(text, 0, 40))
+    return any(_part(m.group()) for m in _PART.finditer(text, 0, 40)) or any(
+        _rest_of_a_secret(m.group()) for m in re.finditer(r"\S+", text[:60])
+    )
 
 
 def _rest_of_a_secret(word: str) -> bool:
     """Whether ``word`` could be the rest of a credential: 8 characters or more of letters
     and digits mixed, or of upper and lower case."""
     core = word.strip("._-,;:()[]\"'")
-    return len(core) >= 8 and (_classes(core) >= 2) and not core.isalpha() or (
+    return (len(core) >= 8 and (_classes(core) >= 2) and not core.isalpha()) or (
         len(core) >= 10 and any(c.isupper() for c in core[1:]) and any(c.islower() for c in core)
     )
 

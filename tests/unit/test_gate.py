@@ -99,16 +99,24 @@ def test_matrix_slack_and_other_ids_stay_readable_beside_a_secret() -> None:
 
 
 def test_a_key_split_over_two_messages_is_masked_in_both_when_the_second_arrives() -> None:
-    first = gate("here is the api key, first half: Ab3dE5gH7jK9mN1pQ").text
-    second = gate("and part 2: R4sT6vW8yZ0bC2dF4").text
+    first = gate("copying it over, here goes: Ab3dE5gH7jK9mN1pQ").text
+    second = gate("R4sT6vW8yZ0bC2dF4xq").text
     assert SECRET_MARK not in first + second  # neither half alone reads as a key
     found = rejoin(first, second)
     assert found is not None
     _, before, after = found
     assert "Ab3dE5gH7jK9mN1pQ" not in before
-    assert "R4sT6vW8yZ0bC2dF4" not in after
-    assert before.startswith("here is the api key, first half: ")
-    assert after.startswith("and part 2: ")
+    assert "R4sT6vW8yZ0bC2dF4xq" not in after
+    assert before.startswith("copying it over, here goes: ")
+
+
+def test_the_rest_of_a_masked_credential_is_masked_when_it_follows() -> None:
+    first = gate("vpn password starts with 8rdPStMXxJrDBrOdFdJ09g").text
+    assert SECRET_MARK in first
+    found = rejoin(first, gate("oh and the rest is ihErZdiEeo").text)
+    assert found is not None
+    assert found[1] == first
+    assert found[2].startswith("oh and the rest is [secret removed:")
 
 
 def test_two_ordinary_messages_are_not_read_as_a_split_key() -> None:

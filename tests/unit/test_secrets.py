@@ -103,7 +103,7 @@ def test_a_private_key_block_without_its_end_line_is_found_to_the_end_of_its_bod
         ("o wachtwoord is Fiets99 hoor", "password", "Fiets99"),
         ("a senha é Cafe#123", "password", "Cafe#123"),
         ("пароль: Medved2024", "password", "Medved2024"),
-        ("パスワードはSakura2024です", "password", "Sakura2024です"),
+        ("パスワードはSakura2024です", "password", "Sakura2024"),  # です is a word again
         ("Authorization: Bearer abcDEF123456ghiJKL", "bearer token", "abcDEF123456ghiJKL"),
         ("curl -H 'Authorization: Basic Y2Fpcm46aHVudGVyMg=='", "basic auth credentials",
          "Y2Fpcm46aHVudGVyMg=="),
