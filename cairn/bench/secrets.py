@@ -409,7 +409,7 @@ def _holds(haystack: str | bytes, secret: str) -> bool:
             )
         else:
             pattern = re.compile(r"(?<![A-Za-z0-9])" + re.escape(form) + r"(?![A-Za-z0-9])")
-        if pattern.search(haystack):  # type: ignore[arg-type]
+        if pattern.search(haystack):
             return True
     return False
 
