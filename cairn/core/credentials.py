@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["chat_secrets", "placeholder", "public_spans"]
 
@@ -210,32 +211,92 @@ def _folded(word: str) -> str:
     return unicodedata.normalize("NFKC", word).casefold()
 
 
-def _keyword_pattern() -> re.Pattern[str]:
-    """Every credential word; a word in Latin, Cyrillic or Greek letters must start a word
-    (or follow ``_``, ``-``, a digit), one in another script may be joined to the word
-    before it ("wifi密码", "وكلمة المرور")."""
-    words = sorted(
-        {w.replace("-", "[ _-]?") for w in _PASSWORD_WORDS + _CODE_WORDS + _KEY_WORDS},
-        key=len,
-        reverse=True,
-    )
-    spaced = [w for w in words if re.match(r"[a-zà-ÿ\u0370-\u04ff]", w)]
-    joined = [w for w in words if w not in spaced]
-    # Compounds that end in a word for "code" (Tresorcode, dörrkoden, ovikoodi), but for the
-    # ones that name something else.
-    compound = (
-        r"(?!(?:bar|uni|op|de|en|qr|short|post|zip|geo|trans|hard|source|pseudo|micro|byte"
-        r"|area|country|error|exit|status|promo|dis|color|colour|time|zeit|post|sort|fehler"
-        r"|fel|virhe|hata|erreur|antwort|land|länder|laender|rabatt|gutschein|farb|ländercode)"
-        r"(?:code|kod))[a-zà-ÿ]{3,12}(?:code|kod|koden|kode|koodi)"
-    )
-    return re.compile(
-        r"(?<![^\W\d_])(?:" + "|".join(spaced) + "|" + compound + ")|(?:" + "|".join(joined) + ")",
-        re.IGNORECASE,
+def _literal_alternation(words: list[str]) -> str:
+    """A pattern that matches any of ``words`` (the longest at a place), as a trie, so that
+    the engine tries few alternatives at each position."""
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def pattern(node: dict[str, Any]) -> str:
+        branches = [re.escape(c) + pattern(rest) for c, rest in sorted(node.items()) if c]
+        if not branches:
+            return ""
+        body = "(?:" + "|".join(branches) + ")" if len(branches) > 1 else branches[0]
+        return f"(?:{body})?" if "" in node else body
+
+    return pattern(trie)
+
+
+def _spellings(word: str) -> list[str]:
+    """``word`` as written with a space, an underscore, a hyphen or nothing where its list
+    has a hyphen ("api-key": "api key", "api_key", "api-key", "apikey")."""
+    if "-" not in word:
+        return [word]
+    return [word.replace("-", sep) for sep in (" ", "_", "-", "")]
+
+
+_ALL_WORDS = frozenset(
+    spelling
+    for word in _PASSWORD_WORDS + _CODE_WORDS + _KEY_WORDS
+    for cased in {word.lower(), word.casefold()}  # κωδικός, κωδικόσ
+    for spelling in _spellings(cased)
+)
+# Endings that make a compound a word for a code (Tresorcode, dörrkoden, ovikoodi), and the
+# compounds that name something else.
+_CODE_ENDINGS = ("code", "kod", "koden", "kode", "koodi")
+_NOT_CODES = re.compile(
+    r"(?:bar|uni|op|de|en|qr|short|post|zip|geo|trans|hard|source|pseudo|micro|byte|area"
+    r"|country|error|exit|status|promo|dis|color|colour|time|zeit|sort|fehler|fel|virhe|hata"
+    r"|erreur|antwort|land|länder|laender|rabatt|gutschein|farb|ländercode)(?:code|kod)"
+)
+_WORD_SEARCH = re.compile(_literal_alternation(sorted(_ALL_WORDS | set(_CODE_ENDINGS))))
+
+
+def _lowered(text: str) -> str:
+    """``text`` in lower case, each character where it was (a few lengthen in lower case)."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+
+
+def _spaced_script(char: str) -> bool:
+    """Whether ``char`` is of a script that spaces its words (Latin, Greek, Cyrillic)."""
+    return char.isascii() or "\u00c0" <= char <= "\u04ff"
+
+
+def _keywords(text: str) -> Iterator[tuple[int, int]]:
+    """Where the credential words of ``text`` are: a word in a script that spaces its words
+    must start a word (or follow ``_``, ``-``, a digit); one in another script may be joined
+    to the word before it ("wifi密码", "وكلمة المرور"); a compound that ends in a word for a
+    code counts from its start ("Tresorcode")."""
+    lowered = _lowered(text)
+    for match in _WORD_SEARCH.finditer(lowered):
+        start, end = match.span()
+        before = text[start - 1] if start else ""
+        if not (before and before.isalpha() and _spaced_script(lowered[start])):
+            yield start, end
+            continue
+        if match.group() in _CODE_ENDINGS or match.group().endswith(_CODE_ENDINGS):
+            begin = start
+            while begin > 0 and text[begin - 1].isalpha():
+                begin -= 1
+            if 3 <= start - begin <= 12 and not _NOT_CODES.fullmatch(lowered[begin:end]):
+                yield begin, end
+
+
+def _is_keyword(value: str) -> bool:
+    """Whether ``value`` is itself a credential word ("password", "API-Key")."""
+    folded = _folded(value)
+    return folded in _ALL_WORDS or (
+        folded.endswith(_CODE_ENDINGS) and not _NOT_CODES.fullmatch(folded) and len(folded) > 6
     )
 
 
-_KEYWORD = _keyword_pattern()
 _CODE_SET = frozenset(_CODE_WORDS)
 _KEY_SET = frozenset(w.casefold() for w in _KEY_WORDS)
 # Code words that make a number after them a credential by themselves; the others ("code",
@@ -249,7 +310,7 @@ _FALSE_FRIENDS = re.compile(
     r"|passé|passe-|keyboard|keynote|keystone|codec|coded|codeb|coder|codes?-?review|pinned"
     r"|pinning|pink|pint|pine|signal|signed|signup|signin|siga|tokenomics|clavier"
 )
-_LIST = re.compile("|".join(re.escape(w) for w in _LIST_WORDS), re.IGNORECASE)
+_LIST = re.compile(_literal_alternation([w.casefold() for w in _LIST_WORDS]))
 
 
 def _stripped(token: str) -> tuple[str, int]:
@@ -289,7 +350,7 @@ def _identifier(value: str) -> bool:
         return True
     if re.fullmatch(r"0x[0-9a-fA-F]+|(?i:rs|hs|es|ps)\d{3}|(?i:sha|aes|rsa|md|crc)[-_]?\d+", value):
         return True  # an error number, an algorithm
-    if _KEYWORD.fullmatch(value) or _folded(value) in _ABOUT:
+    if _is_keyword(value) or _folded(value) in _ABOUT:
         return True
     return any(p.fullmatch(value) for p in (_HOST, _VERSION, _DATE, _AMOUNT, _TICKET, _EMAIL)) or (
         _SLUG.fullmatch(value) is not None and value.islower() and not _HEX.fullmatch(value)
@@ -411,7 +472,7 @@ def _window(
         if connected and _identifier(value):
             return None  # "is see vault", "= your_password_here"
         was_connected, connected = connected, False  # a plain word: the statement goes on
-        if ((was_connected or first) and folded in _ABOUT) or _KEYWORD.fullmatch(value):
+        if ((was_connected or first) and folded in _ABOUT) or _is_keyword(value):
             return None  # "password policy", "token endpoint": about credentials
         first = False
         if raw.endswith((".", "!", "?", "。", ";")) and not connected:
@@ -436,8 +497,8 @@ def _in_template(text: str, at: int) -> bool:
 
 
 def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
-    for match in _KEYWORD.finditer(text):
-        word = match.group().casefold().replace(" ", "-").replace("_", "-")
+    for k_start, k_end in _keywords(text):
+        word = text[k_start:k_end].casefold().replace(" ", "-").replace("_", "-")
         kind = "password" if word not in _CODE_SET else "PIN or code"
         if word.endswith(("code", "kod", "koden", "kode", "koodi")):
             kind = "PIN or code"
@@ -445,24 +506,22 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             kind = "API key or token"
         # The word may go on ("parolası", "lösenordet", "DD_API_KEY_2"): up to four more
         # letters for a word of five or more, none for a short one ("pass", "key", "pin").
-        end = match.end()
+        end = k_end
         while end < len(text) and text[end].isalpha() and not _CJK.match(text[end]):
             end += 1
-        if end > match.end() and (
-            (len(word) <= 4 and not _CJK.match(word)) or end - match.end() > 4
-        ):
+        if end > k_end and ((len(word) <= 4 and not _CJK.match(word)) or end - k_end > 4):
             continue
-        if _FALSE_FRIENDS.match(text, match.start()) or _in_template(text, match.start()):
+        if _FALSE_FRIENDS.match(text, k_start) or _in_template(text, k_start):
             continue
         if (
-            text[match.end() : match.end() + 1] == "-"
+            text[k_end : k_end + 1] == "-"
             and re.match(r"-[a-z]", text[end:])
-            and (match.start() and text[match.start() - 1] == "-")
+            and (k_start and text[k_start - 1] == "-")
         ):
             continue  # inside a name: kms-key-prod-eu
-        if word in _CARD_CODES and not re.match(r"\s*:?\s*\d{3,4}(?!\d)", text[match.end() :]):
+        if word in _CARD_CODES and not re.match(r"\s*:?\s*\d{3,4}(?!\d)", text[k_end:]):
             continue
-        before = re.search(r"([^\W_]+)[\s_\-]*$", text[max(0, match.start() - 30) : match.start()])
+        before = re.search(r"([^\W_]+)[\s_\-]*$", text[max(0, k_start - 30) : k_start])
         if before is not None and _folded(before.group(1)) in _QUALIFIERS:
             continue
         while end < len(text) and (text[end].isalnum() or text[end] in "_-"):
@@ -477,7 +536,7 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             code=kind == "PIN or code",
             connected=bool(inside) or strong,
             same_line=inside is not None and "=" in inside.group(),
-            own=_OWN_CONNECTORS.get(_folded(match.group()), frozenset()),
+            own=_OWN_CONNECTORS.get(_folded(text[k_start:k_end]), frozenset()),
         )
         if found is not None:
             yield kind, *found
@@ -635,7 +694,7 @@ _CODE = re.compile(r"(?<![\w-])(?:[A-Za-z0-9]{4,6}[- ][A-Za-z0-9]{4,6}|[A-Za-z0-
 
 def _listed(text: str) -> Iterator[tuple[str, int, int]]:
     """Codes and words after "recovery codes", "seed phrase" and the like."""
-    for match in _LIST.finditer(text):
+    for match in _LIST.finditer(_lowered(text)):
         phrase = match.group().casefold()
         words = "phrase" in phrase or "mnemonic" in phrase or "seed" in phrase
         rest = text[match.end() : match.end() + 600]
@@ -711,7 +770,7 @@ def _wrapped(text: str, found: list[tuple[str, int, int]]) -> Iterator[tuple[str
         if len(joined) < 24 or any(s < match.end() and match.start() < e for _, s, e in found):
             continue
         before = text[max(0, match.start() - 120) : match.start()].rsplit("\n", 2)[-2:]
-        named = any(_KEYWORD.search(line) for line in before)
+        named = any(next(_keywords(line), None) for line in before)
         lower, upper, digit, _ = _classes(joined)
         mixed = digit and (lower or upper) and ((lower and upper) or _HEX.fullmatch(joined))
         if named or (mixed and joined.startswith("eyJ")):
@@ -743,16 +802,30 @@ def public_spans(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _PUBLIC.finditer(text)]
 
 
+# Cheap tests that tell most texts a rule cannot apply: four digits somewhere (spaced keys
+# and cards), a flag, a separator, a long word (provider prefixes).
+_FOUR_DIGITS = re.compile(r"\d\D{0,8}\d\D{0,8}\d\D{0,8}\d")
+_LONG_WORD = re.compile(r"[A-Za-z0-9_\-.]{14,}")
+_COMMAND_WORDS = ("htpasswd", "change_password", "/user:", "password", "identified")
+
+
 def chat_secrets(text: str) -> list[tuple[str, int, int]]:
     """The credentials said in ``text`` as chat says them: (kind, start, end), in the order
     the rules find them (they may overlap; the caller keeps the first). Never raises."""
-    found = list(_spaced(text))
+    found: list[tuple[str, int, int]] = []
+    if _FOUR_DIGITS.search(text):
+        found += _spaced(text)
     found += _listed(text)
-    found += _flags(text)
-    found += _commands(text)
+    if " -" in text or "/p:" in text or "|" in text or "%" in text:
+        found += _flags(text)
+    lowered = text.lower()
+    if any(w in lowered for w in _COMMAND_WORDS) or text.count(":") >= 4:
+        found += _commands(text)
     found += _assignments(text)
     found += _after_keywords(text)
-    found += _pairs(text)
-    found += _prefixed(text)
+    if "/" in text or ":" in text:
+        found += _pairs(text)
+    if _LONG_WORD.search(text):
+        found += _prefixed(text)
     found += _wrapped(text, found)
     return found
