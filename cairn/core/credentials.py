@@ -42,7 +42,7 @@ _PASSWORD_WORDS = """
     şifresi sifresi lösenord losenord lösenordet adgangskode kodeord passord salasana tunnus
     heslo hesla jelszó jelszo jelszava geslo lozinka lozinku κωδικός κωδικος συνθηματικό
     סיסמה סיסמא הסיסמה sandi kata-sandi katasandi kata-laluan nenosiri neno-siri pasahitza
-    contrasenya пароль пароля паролем пароли парола гасло гасла кодове přihlašovací-údaje
+    contrasenya wpa2 wpa wpa-psk psk пароль пароля паролем пароли парола гасло гасла кодове přihlašovací-údaje
     prihlasovaci-udaje كلمة-المرور كلمة-السر كلمة-سر كلمه-سر كلمةالمرور رمز-عبور رمزعبور
     گذرواژه पासवर्ड पासकोड পাসওয়ার্ড รหัสผ่าน รหัส mật-khẩu matkhau パスワード 密码 密碼 口令 비밀번호 비번
     암호
@@ -51,13 +51,13 @@ _PASSWORD_WORDS = """
 _CODE_WORDS = """
     pin pincode pin-code passcode code-pin otp tan codice kod kodu koden kode koodi código
     codigo code larmkod larmkoden alarmcode alarmkod türcode turcode pinkod pinkoden пин
-    пин-код код digicode cvv cvc cvv2 cvc2 csc tür-code κωδικός קוד कोड 暗証番号 비밀코드
+    пин-код код digicode cvv cvc cvv2 cvc2 csc tür-code kód kódja kódot codi کد কোড รหัสประตู κωδικός קוד कोड 暗証番号 비밀코드
 """.split()  # noqa: SIM905 (a word list reads best as prose)
 # What a key, token or secret is called.
 _KEY_WORDS = """
     token tokens secret secrets apikey api-key api_key key keys credential credentials creds
     dsn signature sig hmac bearer jwt clé cle schlüssel schluessel chave chiave sleutel
-    klucz anahtar nyckel nøgle nokkel avain kulcs ključ ключ токен секрет κλειδί מפתח مفتاح
+    klucz anahtar nyckel nøgle nokkel avain kulcs ključ ключ токен секрет টোকেন κλειδί מפתח مفتاح
     सीक्रेट キー トークン 密钥 令牌 키 토큰
 """.split()  # noqa: SIM905 (a word list reads best as prose)
 # Codes of a card: CVV, CVC.
@@ -112,7 +112,9 @@ _PREPOSITIONS = frozenset(
 # key", "cache key", "input tokens", "sender_key".
 # Words that say "is" in the language of one credential word only ("salasana on", "heslo je",
 # "hasło to"): elsewhere they are other words.
-_OWN_CONNECTORS = {
+_OWN_CONNECTORS: dict[str, frozenset[str]] = {
+    "ovikoodi": frozenset({"on"}),
+    "koodi": frozenset({"on"}),
     "salasana": frozenset({"on"}),
     "salasanani": frozenset({"on"}),
     "heslo": frozenset({"je"}),
@@ -247,11 +249,12 @@ _ALL_WORDS = frozenset(
 )
 # Endings that make a compound a word for a code (Tresorcode, dörrkoden, ovikoodi), and the
 # compounds that name something else.
-_CODE_ENDINGS = ("code", "kod", "koden", "kode", "koodi")
+_CODE_ENDINGS = ("code", "kod", "koden", "kode", "koodi", "kód")
 _NOT_CODES = re.compile(
     r"(?:bar|uni|op|de|en|qr|short|post|zip|geo|trans|hard|source|pseudo|micro|byte|area"
     r"|country|error|exit|status|promo|dis|color|colour|time|zeit|sort|fehler|fel|virhe|hata"
-    r"|erreur|antwort|land|länder|laender|rabatt|gutschein|farb|ländercode)(?:code|kod)"
+    r"|erreur|antwort|land|länder|laender|rabatt|gutschein|farb|ländercode|fout|hiba|chyb"
+    r"|hiba|virhe)(?:code|kod|kód|koodi)"
 )
 _WORD_SEARCH = re.compile(_literal_alternation(sorted(_ALL_WORDS | set(_CODE_ENDINGS))))
 
@@ -350,6 +353,8 @@ def _identifier(value: str) -> bool:
         return True
     if re.fullmatch(r"0x[0-9a-fA-F]+|(?i:rs|hs|es|ps)\d{3}|(?i:sha|aes|rsa|md|crc)[-_]?\d+", value):
         return True  # an error number, an algorithm
+    if re.match(r"\d{1,2}[:.]\d{2}(?:[:.]\d{2})?(?:\W|$)", value):
+        return True  # a time, in any language's way of saying it: 14:03-kor, 9.30h
     if _is_keyword(value) or _folded(value) in _ABOUT:
         return True
     return any(p.fullmatch(value) for p in (_HOST, _VERSION, _DATE, _AMOUNT, _TICKET, _EMAIL)) or (
@@ -379,7 +384,7 @@ def _secret_looking(value: str, *, code: bool) -> bool:
         return False  # words joined: Büro-Gast-Netz, read-only, Server_Room
     if letters and symbol and (digit or (lower and upper)):
         return True
-    if re.fullmatch(r"[A-Z]?[a-z]+(?:[A-Z]{1,3}[a-z]+)*[A-Z]{0,3}s?", value):
+    if re.fullmatch(r"[A-Z]?[a-z]{2,}(?:[A-Z]{1,3}[a-z]{2,})*[A-Z]{0,3}s?", value):
         return False  # CamelCase words: AccessDeniedException, CyberArk, PostgreSQL
     return lower and upper and len(value) >= 8 and not value[1:].islower() and not value.isupper()
 
@@ -463,7 +468,11 @@ def _window(
             return where
         if paired and _stated(value) and not value.isalpha():
             return where
-        if numeric and re.fullmatch(r"\d{3,}[#*]?|\d[0-9A-Za-z]{3,9}", value):
+        if (
+            numeric
+            and re.fullmatch(r"\d{3,}[#*]?|\d[0-9A-Za-z]{3,9}", value)
+            and not (_identifier(value))
+        ):
             return where  # a door code: 27895#, 1615B
         if numeric and value.isdigit() and len(value) == 1:
             digits = re.match(r"\d(?: \d){3,9}(?!\S)", text[where[0] :])
@@ -500,7 +509,7 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
     for k_start, k_end in _keywords(text):
         word = text[k_start:k_end].casefold().replace(" ", "-").replace("_", "-")
         kind = "password" if word not in _CODE_SET else "PIN or code"
-        if word.endswith(("code", "kod", "koden", "kode", "koodi")):
+        if word.endswith(_CODE_ENDINGS):
             kind = "PIN or code"
         if word in _KEY_SET:
             kind = "API key or token"
@@ -529,7 +538,11 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
         inside = re.match(r"[ \t]*(?:[:=：]|は|是|为|는|은|이|가)[ \t]*", text[end:])
         if inside:
             end += inside.end()
-        strong = word in _STRONG_CODES
+        # A code word of its own ("PIN", "Türcode", "ajtókód") takes a number at once; the
+        # English and French "code" waits for a connector ("the door code is 4711").
+        strong = word in _STRONG_CODES or (
+            kind == "PIN or code" and _folded(word) not in {"code", "codes", "code-pin"}
+        )
         found = _window(
             text,
             end,

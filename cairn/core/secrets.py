@@ -14,6 +14,8 @@ digests, versions, hostnames, paths). This module imports nothing of Cairn's abo
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import re
 import unicodedata
@@ -199,15 +201,15 @@ _SSH_PUBLIC = ("AAAAB3NzaC1yc2E", "AAAAC3NzaC1lZDI1NTE5", "AAAAE2VjZHNh")
 
 def _encoded_text(body: str) -> bool:
     """Whether ``body`` is base64 of words (a config, a sentence): data, not a key."""
-    import base64
-    import binascii
-
     try:
         decoded = base64.b64decode(body + "=" * (-len(body) % 4), validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return False
-    return (decoded.isprintable() and (" " in decoded or "\n" in decoded)) or (
-        decoded.replace("\n", "").isprintable() and "\n" in decoded
+    flat = decoded.replace("\n", "")
+    if re.search(r'"(?:alg|typ|sub|iat|exp|iss|aud|jti|kid)"\s*:', decoded):
+        return False  # a part of a JSON Web Token
+    return flat.isprintable() and (
+        " " in decoded or "\n" in decoded or decoded.startswith(("{", "[")) or '":' in decoded
     )
 
 
@@ -216,7 +218,7 @@ def _high_entropy(token: str) -> bool:
     and digits mixed, little structure (words, numbers), high Shannon entropy, and not base64
     of plain text; a path is random only where one of its parts is."""
     body = token.rstrip("=")
-    if re.match(r"[a-z]{2,6}_|(?:sha\d+|md5|blake2b?|h1)[-:]", body):
+    if re.match(r"[a-z]{2,6}_|(?:sha\d+|md5|blake2b?|h1)[-:]|bc1[02-9ac-hj-np-z]{20,}$", body):
         return False  # an object id with its type (cus_, pi_: keys come above), a hash
     if "/" in body.strip("/") and not body.startswith(_SSH_PUBLIC):
         parts = [p for p in body.split("/") if p]
@@ -648,7 +650,8 @@ _ID_CONTEXT = re.compile(
     r"(?:\b(?i:megolm|session[ _-]?id|sender[ _-]?key|curve25519|ed25519|device[ _-]?(?:id|key)?"
     r"|room[ _-]?id|event[ _-]?id|request[ _-]?id|trace[ _-]?id|host[ _-]?id|fingerprint"
     r"|identity[ _-]?key|public[ _-]?key|checksum|digest|sha\d+|commit|txn[ _-]?id|base64,"
-    r"|integrity|h1:|spki|pin-sha256|hash)"
+    r"|integrity|h1:|spki|pin-sha256|hash|address|adresse|dirección|endereço|indirizzo"
+    r"|wallet|txid|tx[ _-]?hash)"
     r"(?:\W{1,3}[^\s\[\]]{1,40}){0,6}"
     r"|(?:[a-z]Id|\bID)(?:\W{1,3}[^\s\[\]]{1,40})?)\W{0,3}$"
 )
@@ -661,6 +664,12 @@ def _an_identifier(text: str, start: int) -> bool:
     if start and text[start - 1] in _SIGILS:
         return True
     return _ID_CONTEXT.search(text, max(0, start - 120), start) is not None
+
+
+# Three parts joined by dots, the first and last long: a signed token (Discord, JWT-like).
+_SIGNED = re.compile(
+    r"(?<![\w.\-])[A-Za-z0-9_\-]{20,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{20,}(?![\w.\-])"
+)
 
 
 def _candidates(text: str) -> Iterator[Secret]:
@@ -676,6 +685,9 @@ def _candidates(text: str) -> Iterator[Secret]:
     for kind, start, end in chat_secrets(text):
         yield Secret(kind, start, end)
     yield from _in_library(text)
+    for match in _SIGNED.finditer(text):
+        if any(_high_entropy(part) for part in match.group().split(".")):
+            yield Secret("signed token", *match.span())
     for at, word in _long_words(text):
         if "://" in word:
             continue  # a document id in a link is not a credential; URL secrets are above
