@@ -38,26 +38,26 @@ _PASSWORD_WORDS = """
     password passwort passwd passwrod pasword passw0rd passcode passphrase pass pwd pw pword
     kennwort zugangsdaten zugangscode mot-de-passe mdp identifiants contraseña contrasena
     contraseñas clave credenciales senha palavra-passe credenciais wachtwoord ww inlog
-    wachtwoorden parola parolă parolası credenziali hasło haslo hasła hasla şifre sifre
-    şifresi sifresi lösenord losenord lösenordet adgangskode kodeord passord salasana tunnus
-    heslo hesla jelszó jelszo jelszava geslo lozinka lozinku κωδικός κωδικος συνθηματικό
-    סיסמה סיסמא הסיסמה sandi kata-sandi katasandi kata-laluan nenosiri neno-siri pasahitza
-    contrasenya wpa2 wpa wpa-psk psk пароль пароля паролем пароли парола гасло гасла кодове přihlašovací-údaje
-    prihlasovaci-udaje كلمة-المرور كلمة-السر كلمة-سر كلمه-سر كلمةالمرور رمز-عبور رمزعبور
-    گذرواژه पासवर्ड पासकोड পাসওয়ার্ড รหัสผ่าน รหัส mật-khẩu matkhau パスワード 密码 密碼 口令 비밀번호 비번
-    암호
+    wachtwoorden parola parolă parolası credenziali hasło haslo hasła hasla şifre sifre şifresi
+    sifresi lösenord losenord lösenordet adgangskode kodeord passord salasana tunnus heslo hesla
+    jelszó jelszo jelszava geslo lozinka lozinku κωδικός κωδικος συνθηματικό סיסמה סיסמא הסיסמה
+    sandi kata-sandi katasandi kata-laluan nenosiri neno-siri pasahitza contrasenya wpa2 wpa
+    wpa-psk psk пароль пароля паролем пароли парола гасло гасла кодове přihlašovací-údaje
+    prihlasovaci-udaje كلمة-المرور كلمة-السر كلمة-سر كلمه-سر كلمةالمرور رمز-عبور رمزعبور گذرواژه
+    पासवर्ड पासकोड পাসওয়ার্ড รหัสผ่าน รหัส mật-khẩu matkhau パスワード 密码 密碼 口令 비밀번호 비번 암호
 """.split()  # noqa: SIM905 (a word list reads best as prose)
 # What a PIN or a numeric code is called: a number after one of these is a credential.
 _CODE_WORDS = """
     pin pincode pin-code passcode code-pin otp tan codice kod kodu koden kode koodi código
-    codigo code larmkod larmkoden alarmcode alarmkod türcode turcode pinkod pinkoden пин
-    пин-код код digicode cvv cvc cvv2 cvc2 csc tür-code kód kódja kódot codi کد কোড รหัสประตู κωδικός קוד कोड 暗証番号 비밀코드
+    codigo code larmkod larmkoden alarmcode alarmkod türcode turcode pinkod pinkoden пин пин-код
+    код digicode cvv cvc cvv2 cvc2 csc tür-code kód kódja kódot codi کد কোড รหัสประตู κωδικός
+    קוד कोड 暗証番号 비밀코드
 """.split()  # noqa: SIM905 (a word list reads best as prose)
 # What a key, token or secret is called.
 _KEY_WORDS = """
-    token tokens secret secrets apikey api-key api_key key keys credential credentials creds
-    dsn signature sig hmac bearer jwt clé cle schlüssel schluessel chave chiave sleutel
-    klucz anahtar nyckel nøgle nokkel avain kulcs ključ ключ токен секрет টোকেন κλειδί מפתח مفتاح
+    token tokens secret secrets apikey api-key api_key key keys credential credentials creds dsn
+    signature sig hmac bearer jwt clé cle schlüssel schluessel chave chiave sleutel klucz
+    anahtar nyckel nøgle nokkel avain kulcs ključ ключ токен секрет টোকেন κλειδί מפתח مفتاح
     सीक्रेट キー トークン 密钥 令牌 키 토큰
 """.split()  # noqa: SIM905 (a word list reads best as prose)
 # Codes of a card: CVV, CVC.
@@ -74,38 +74,38 @@ _LIST_WORDS = (
 # after one of these may be any uncommon word.
 _CONNECTORS = frozenset(
     """
-    is are was were = : := => -> → — – - now still currently set to be will equals changed
-    es era será son está sera est était ist lautet lautete wird war é era será ficou è sarà
-    era è: is: är var blir er var blev oli jest są była będzie olarak dır dir idi это был
-    была будет є був была это: είναι ήταν היא הוא هي هو है था थी là adalah ialah yaitu ni ay
-    ialah ile és volt jsou bylo este fost er: er blev は が 是 为 為 는 은 이 가 입니다 です
+    is are was were = : := => -> → — – - now still currently set to be will equals changed es
+    era será son está sera est était ist lautet lautete wird war é era será ficou è sarà era è:
+    is: är var blir er var blev oli jest są była będzie olarak dır dir idi это был была будет є
+    був была это: είναι ήταν היא הוא هي هو है था थी là adalah ialah yaitu ni ay ialah ile és
+    volt jsou bylo este fost er: er blev は が 是 为 為 는 은 이 가 입니다 です
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # Words read past on the way to the value: articles, pronouns, particles, auxiliaries,
 # "the new", "my", "our", "of the admin account" ...
 _SKIP = frozenset(
     """
-    the a an my our your their his her its this that new old current temporary temp default
-    same real actual el la los las un una mi nuestro nuestra tu su le les un une mon ma mes
-    notre votre der die das den dem des ein eine einen mein meine unser unsere dein deine o
-    os as um uma meu minha nosso nossa il lo gli uno mio mia nostro nostra de het een mijn
-    ons onze mój moja nasz nasza nowy nowe yeni benim bizim den det en ett min mitt vår vårt
-    ny nya nytt мой моя наш наша новый новая твой ο η το ένας μια μου μας ה ال मेरा मेरी
-    हमारा nya baru saya kami các cái của này mới also just please pls plz btw fyi ok okay oh
-    and und et y e i og och ja и і та a также whatever whichever one ones what which that
-    whoever try use now jetzt ahora maintenant agora ora nu teraz сейчас теперь şimdi nyt nå
-    most ny nyní acum tani hiện sekarang sasa ngayon abhi अब 今 现在 지금
+    the a an my our your their his her its this that new old current temporary temp default same
+    real actual el la los las un una mi nuestro nuestra tu su le les un une mon ma mes notre
+    votre der die das den dem des ein eine einen mein meine unser unsere dein deine o os as um
+    uma meu minha nosso nossa il lo gli uno mio mia nostro nostra de het een mijn ons onze mój
+    moja nasz nasza nowy nowe yeni benim bizim den det en ett min mitt vår vårt ny nya nytt мой
+    моя наш наша новый новая твой ο η το ένας μια μου μας ה ال मेरा मेरी हमारा nya baru saya
+    kami các cái của này mới also just please pls plz btw fyi ok okay oh and und et y e i og och
+    ja и і та a также whatever whichever one ones what which that whoever try use now jetzt
+    ahora maintenant agora ora nu teraz сейчас теперь şimdi nyt nå most ny nyní acum tani hiện
+    sekarang sasa ngayon abhi अब 今 现在 지금
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # After one of these, the next word is what the credential is for, not the credential.
 _PREPOSITIONS = frozenset(
     """
-    for of on in at from under via into onto behind inside through by about de du des pour
-    par sur dans chez avec para por con en del al em no na do da dos das für fur von vom zum
-    zur für im in am bei mit auf unter voor van naar op bij met di del della dello per su
-    nel nella con dla do na w z od przy için için için ile för till på av til fra för для
-    від до к на в с у от при από για στο στη σε ל של ב ל- के की का में पर से untuk ke di
-    dari pada kwa ya katika sa ng para k na pro u od pre の で に から
+    for of on in at from under via into onto behind inside through by about de du des pour par
+    sur dans chez avec para por con en del al em no na do da dos das für fur von vom zum zur für
+    im in am bei mit auf unter voor van naar op bij met di del della dello per su nel nella con
+    dla do na w z od przy için için için ile för till på av til fra för для від до к на в с у от
+    при από για στο στη σε ל של ב ל- के की का में पर से untuk ke di dari pada kwa ya katika sa
+    ng para k na pro u od pre の で に から
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # Words before "key" or "token" that make it something other than a credential: "public
@@ -129,21 +129,21 @@ _OWN_CONNECTORS: dict[str, frozenset[str]] = {
 # Accounts named before a password ("admin / X", "login root pass X").
 _LOGINS = frozenset(
     """
-    admin administrator root user users username login ubnt pi sa postgres oracle guest
-    operator usuario utilisateur benutzer usuário utente gebruiker użytkownik kullanıcı
-    användare пользователь логин логін användarnamn
+    admin administrator root user users username login ubnt pi sa postgres oracle guest operator
+    usuario utilisateur benutzer usuário utente gebruiker użytkownik kullanıcı användare
+    пользователь логин логін användarnamn
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 _QUALIFIERS = frozenset(
     """
     public pub cache primary foreign partition sort object idempotency host sender device
-    identity gpg pgp gnupg rsa dsa ecdsa eddsa ed25519 curve25519 age ssh-ed25519
-    fingerprint composite unique lookup dict map hash row index max min input output prompt
-    completion dedup dedupe registry translation i18n routing-table sorting shard cluster
-    bucket error exit status http return response reason result country zip postal area
-    promo discount coupon source short qr bar barcode language currency color colour dial
-    iso mcc tax vat swift bic branch airport product item sku order spki certificate cert
-    ssl tls hpkp kms foreign-key fehler erreur ошибки
+    identity gpg pgp gnupg rsa dsa ecdsa eddsa ed25519 curve25519 age ssh-ed25519 fingerprint
+    composite unique lookup dict map hash row index max min input output prompt completion dedup
+    dedupe registry translation i18n routing-table sorting shard cluster bucket error exit
+    status http return response reason result country zip postal area promo discount coupon
+    source short qr bar barcode language currency color colour dial iso mcc tax vat swift bic
+    branch airport product item sku order spki certificate cert ssl tls hpkp kms foreign-key
+    fehler erreur ошибки
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # Words about a credential, not one: where it is, what happened to it, what it must be.
@@ -155,22 +155,21 @@ _ABOUT = frozenset(
     requirement requirements required requires hint hints prompt prompts field fields form
     protected protection manager spraying leak leaked leaks hash hashes hashed hashing salt
     salted encrypted encryption stored storage saved kept shared sharing sent generated
-    generator update updated updating works worked working wrong incorrect invalid valid
-    correct missing empty blank unknown known same different weak strong secure insecure
-    here there where below above attached pinned sticker whiteboard back drawer envelope
-    safe locker channel thread dm message email mail ticket wiki doc docs documentation
-    confluence notion page file env environment variable variables config configuration
-    settings setting ui console portal dashboard admin login user username account ssh
-    endpoint endpoints header headers scope scopes permission permissions access role roles
-    authentication auth rotation-policy expires_in ttl id ids name names type types see ask
-    check use using fingerprint kid alg typ ошибки ошибка ошибок erreur fehler error errors
-    revoked widerrufen revogada revocada révoquée revocata unieważniony iptal отозван
-    cambiato cambiata cambiati scaduto bitte gespeichert geändert abgelaufen tresor
-    passwortmanager steht liegt verlopen gewijzigd kluis aangevraagd scaduta cambiata
-    wygasło wygasł zmienione zmienione istekla promijenjena süresi doldu değişti utgånget
-    ändrat udløbet vanhentunut lejárt expirou trocada alterada vencida vencido cambiado
-    expirada guardada cambiada caducada gestor bóveda está stockée changé expiré coffre
-    gestionnaire est
+    generator update updated updating works worked working wrong incorrect invalid valid correct
+    missing empty blank unknown known same different weak strong secure insecure here there
+    where below above attached pinned sticker whiteboard back drawer envelope safe locker
+    channel thread dm message email mail ticket wiki doc docs documentation confluence notion
+    page file env environment variable variables config configuration settings setting ui
+    console portal dashboard admin login user username account ssh endpoint endpoints header
+    headers scope scopes permission permissions access role roles authentication auth rotation-
+    policy expires_in ttl id ids name names type types see ask check use using fingerprint kid
+    alg typ ошибки ошибка ошибок erreur fehler error errors revoked widerrufen revogada revocada
+    révoquée revocata unieważniony iptal отозван cambiato cambiata cambiati scaduto bitte
+    gespeichert geändert abgelaufen tresor passwortmanager steht liegt verlopen gewijzigd kluis
+    aangevraagd scaduta cambiata wygasło wygasł zmienione zmienione istekla promijenjena süresi
+    doldu değişti utgånget ändrat udløbet vanhentunut lejárt expirou trocada alterada vencida
+    vencido cambiado expirada guardada cambiada caducada gestor bóveda está stockée changé
+    expiré coffre gestionnaire est
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # A value that is a placeholder or says where the secret is.
@@ -564,10 +563,10 @@ _ASSIGNED = re.compile(
 _NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _CREDENTIAL_PARTS = frozenset(
     """
-    pass password passwd pwd pw passphrase passcode secret secrets token tokens key apikey
-    auth authtoken credential credentials creds cred sig signature session sessionid sid
-    jsessionid phpsessid csrftoken xsrf cookie private privatekey pin otp totp seed mnemonic
-    jwt bearer hmac dsn salt signing
+    pass password passwd pwd pw passphrase passcode secret secrets token tokens key apikey auth
+    authtoken credential credentials creds cred sig signature session sessionid sid jsessionid
+    phpsessid csrftoken xsrf cookie private privatekey pin otp totp seed mnemonic jwt bearer
+    hmac dsn salt signing
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # Parts that make such a name describe something else: "PUBLIC_KEY", "TOKEN_TTL", "key_id".
@@ -576,8 +575,8 @@ _OTHER_PARTS = frozenset(
     public pub id ids name names type types file path dir url uri endpoint host port user
     username login email length len size count max min ttl timeout expiry expires expiration
     expire enabled enable disabled format version rotation days hours alg algorithm header
-    prefix env var kind mode policy hint field label fingerprint hash hashed encrypted
-    provider issuer audience scope scopes region bucket table column limit rate
+    prefix env var kind mode policy hint field label fingerprint hash hashed encrypted provider
+    issuer audience scope scopes region bucket table column limit rate
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 
