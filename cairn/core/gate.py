@@ -218,13 +218,47 @@ def gated(text: str) -> str:
     return gate(text).text
 
 
-def gated_data(value: Any) -> Any:
-    """A JSON-like ``value`` with every string in it gated, keys included; other values are
-    kept as they are. Never raises."""
+def _passes(text: str) -> bool:
+    """Whether the gate leaves ``text`` as it is."""
+    if len(text) < 16 and text.isascii() and (text.isidentifier() or text.isdigit()):
+        return True  # a name or a number too short to be a token: no rule reads one alone
+    if len(text) < 6 and text.isascii() and text.isprintable():
+        return True  # too short to hold a credential, nothing hidden in it
+    kept = gated(text)
+    return kept is text or kept == text
+
+
+def _unchanged(value: Any) -> bool:
+    """Whether the gate leaves every string in the JSON-like ``value`` as it is (walked
+    without recursion or copies: most values written pass unchanged)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not _passes(item):
+                return False
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(key, str) and not _passes(key):
+                    return False
+                stack.append(inner)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return True
+
+
+def _rebuilt(value: Any) -> Any:
     if isinstance(value, str):
         return gated(value)
     if isinstance(value, dict):
-        return {gated(str(k)): gated_data(v) for k, v in value.items()}
+        return {gated(k) if isinstance(k, str) else k: _rebuilt(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [gated_data(v) for v in value]
+        return [_rebuilt(v) for v in value]
     return value
+
+
+def gated_data(value: Any) -> Any:
+    """A JSON-like ``value`` with every string in it gated, keys included; other values are
+    kept as they are, and a value in which nothing changes comes back as the same object.
+    Never raises."""
+    return value if _unchanged(value) else _rebuilt(value)

@@ -765,11 +765,17 @@ def _part(word: str) -> bool:
 
 
 def may_be_second_part(text: str) -> bool:
-    """Whether ``text`` has a key-like word within its first 40 characters (the second part
-    of a split credential would be there); cheap, for deciding to look further."""
-    return any(_part(m.group()) for m in _PART.finditer(text, 0, 40)) or any(
-        _rest_of_a_secret(m.group()) for m in re.finditer(r"\S+", text[:60])
+    """Whether ``text`` opens with what could be the rest of a credential begun in the
+    message before it: a key-like word among its first three words, or the rest of one among
+    its first six ("oh and the rest is ..."). Cheap, for deciding to read that message."""
+    words = text.split(None, 6)[:6]
+    return any(_part(w.strip(",;:()[]\"'")) for w in words[:3]) or any(
+        len(w) >= 8 and _rest_of_a_secret(w) for w in words
     )
+
+
+# A word of eight characters or more: what the rest of a credential would be.
+_LONGISH = re.compile(r"\S{8,}")
 
 
 def _rest_of_a_secret(word: str) -> bool:
