@@ -30,12 +30,15 @@ import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["chat_secrets", "placeholder", "public_spans"]
+__all__ = ["chat_secrets", "not_a_value", "placeholder", "public_spans", "said_of_something_else"]
 
 # What a password, PIN or access code is called (lower case), in the languages people write
 # in; a word that begins with one of these counts ("parolası", "lösenordet", "sandinya").
 _PASSWORD_WORDS = """
-    password passwort passwd passwrod pasword passw0rd passcode passphrase pass pwd pw pword
+    password passwort passwd passwrod pasword passwrd passowrd paswd paswoord psw pwd
+    contra šifra sifra lozinka лозинка пасс пін parool parole slaptažodis slaptazodis
+    passu tunnari パス neno-la-siri neno-siri پسورد பாஸ்வேர்ட் கடவுச்சொல் पासवर्ड passw0rd
+    passcode passphrase pass pwd pw pword
     kennwort zugangsdaten zugangscode mot-de-passe mdp identifiants contraseña contrasena
     contraseñas clave credenciales senha palavra-passe credenciais wachtwoord ww inlog
     wachtwoorden parola parolă parolası credenziali hasło haslo hasła hasla şifre sifre şifresi
@@ -60,6 +63,27 @@ _KEY_WORDS = """
     anahtar nyckel nøgle nokkel avain kulcs ključ ключ токен секрет টোকেন κλειδί מפתח مفتاح
     सीक्रेट キー トークン 密钥 令牌 키 토큰
 """.split()  # noqa: SIM905 (a word list reads best as prose)
+# The digits as words, in the languages a door code is said in ("siete tres nueve uno").
+_NUMBER_WORDS = frozenset(
+    """
+    zero oh one two three four five six seven eight nine cero uno dos tres cuatro cinco seis
+    siete ocho nueve um dois três quatro sete oito nove zéro un deux trois quatre cinq sept
+    huit neuf null eins zwei drei vier fünf sechs sieben acht neun due tre quattro cinque sei
+    sette otto nul een twee drie vijf zes zeven negen jeden dwa trzy cztery pięć sześć
+    siedem osiem dziewięć nula jedna dva tři čtyři pět šest sedm osm devět nulla egy kettő
+    két három négy öt hat hét nyolc kilenc unu doi trei patru cinci șase şase șapte opt nouă
+    нула едно две три четири пет шест седем осем девет нуль один два чотири п'ять шість сім
+    вісім дев'ять ноль четыре пять шесть семь восемь девять μηδέν ένα δύο τρία τέσσερα πέντε
+    έξι επτά εφτά οκτώ οχτώ εννιά εννέα אפס אחת אחד שתיים שניים שלוש ארבע חמש שש שבע שמונה
+    תשע noll en ett två tre fyra fem sex sju åtta nio to fire seks syv otte ni et nolla yksi
+    kaksi kolme neljä viisi kuusi seitsemän kahdeksan yhdeksän üks kaks kolm neli viis kuus
+    seitse kaheksa üheksa kosong satu dua tiga empat lima enam tujuh lapan delapan sembilan
+    isa dalawa tatlo apat anim pito walo siyam sıfır bir iki üç dört beş altı yedi sekiz
+    dokuz sifuri moja mbili tatu nne tano sita saba nane tisa
+    """.split()  # noqa: SIM905 (a word list reads best as prose)
+)
+# Digits as CJK numerals or Sino-Korean words: 八三五零六二, 일구팔사.
+_CJK_DIGITS = re.compile(r"[〇零一二三四五六七八九两]{4,}|[공영일이삼사오육칠팔구]{4,}")
 # Codes of a card: CVV, CVC.
 _CARD_CODES = frozenset({"cvv", "cvc", "cvv2", "cvc2", "csc"})
 # "recovery codes", "seed phrase": every code-like word after one of these is a credential.
@@ -116,6 +140,8 @@ _OWN_CONNECTORS: dict[str, frozenset[str]] = {
     "ovikoodi": frozenset({"on"}),
     "koodi": frozenset({"on"}),
     "salasana": frozenset({"on"}),
+    "parool": frozenset({"on"}),
+    "parooli": frozenset({"on"}),
     "salasanani": frozenset({"on"}),
     "heslo": frozenset({"je"}),
     "geslo": frozenset({"je"}),
@@ -144,6 +170,7 @@ _QUALIFIERS = frozenset(
     source short qr bar barcode language currency color colour dial iso mcc tax vat swift bic
     branch airport product item sku order spki certificate cert ssl tls hpkp kms foreign-key
     fehler erreur ошибки
+        existing publishable sha sha256 sha1 md5 hashed
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # Words about a credential, not one: where it is, what happened to it, what it must be.
@@ -159,7 +186,7 @@ _ABOUT = frozenset(
     missing empty blank unknown known same different weak strong secure insecure here there
     where below above attached pinned sticker whiteboard back drawer envelope safe locker
     channel thread dm message email mail ticket wiki doc docs documentation confluence notion
-    page file env environment variable variables config configuration settings setting ui
+    page file     config configuration settings setting ui
     console portal dashboard admin login user username account ssh endpoint endpoints header
     headers scope scopes permission permissions access role roles authentication auth rotation-
     policy expires_in ttl id ids name names type types see ask check use using fingerprint kid
@@ -170,12 +197,14 @@ _ABOUT = frozenset(
     doldu değişti utgånget ändrat udløbet vanhentunut lejárt expirou trocada alterada vencida
     vencido cambiado expirada guardada cambiada caducada gestor bóveda está stockée changé
     expiré coffre gestionnaire est
+        postal post articolo artículo article artikel product producto prodotto produit produkt
+    помилки خطای pos poskod order pesanan numero número nummer telefono teléfono phone
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # A value that is a placeholder or says where the secret is.
 _PLACEHOLDER = re.compile(
     r"^(?:[$%<\[{]|\{\{|os\.|env\.|process\.env|secrets?\.|vault:|op://|ref\+|arn:|\*{3,}"
-    r"|x{3,}|y{3,}|\.{3,}|•{3,}|redacted|hidden|masked|censored|example|placeholder"
+    r"|(?:x{3,}[-_.]?)+$|y{3,}$|\.{3,}|•{3,}|redacted|hidden|masked|censored|example|placeholder"
     r"|replace[_-]?me|fixme|dummy|sample|test123|none|null|nil|true|false"
     r"|undefined|todo|tbd|ssh-(?:rsa|ed25519|dss)|ecdsa-sha2|sk-ssh|age1|sha256:|sha1:|md5:"
     r"|AAAA[A-Z0-9])|.*(?:\.\.\.|…)",
@@ -199,7 +228,7 @@ _HOST = re.compile(r"[a-z0-9\-]+(?:\.[a-z0-9\-]+)*\.[a-z]{2,}(?::\d+)?")
 _VERSION = re.compile(r"v?\d+(?:\.\d+)+(?:[-+][\w.]+)?")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}[./]\d{1,2}[./]\d{2,4}|\d{1,2}:\d{2}(?::\d{2})?")
 _AMOUNT = re.compile(r"[\d.,]+(?:ms|s|m|h|d|w|kb|mb|gb|tb|k|%|x|px|rpm|rps|usd|eur)", re.I)
-_TICKET = re.compile(r"[A-Z][A-Z0-9]{1,9}-\d+")
+_TICKET = re.compile(r"(?:No|Nr|N°|#)?[A-Z][A-Z0-9]{1,9}-\d+")
 _EMAIL = re.compile(r"[\w.+\-]+@[\w\-]+\.[\w.\-]+")
 # Lower-case names joined by hyphens (hosts, pods, services): "db-prod-3", "api-7d9f8-x2k4q".
 _SLUG = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)+")
@@ -252,7 +281,7 @@ _CODE_ENDINGS = ("code", "kod", "koden", "kode", "koodi", "kód")
 _NOT_CODES = re.compile(
     r"(?:bar|uni|op|de|en|qr|short|post|zip|geo|trans|hard|source|pseudo|micro|byte|area"
     r"|country|error|exit|status|promo|dis|color|colour|time|zeit|sort|fehler|fel|virhe|hata"
-    r"|erreur|antwort|land|länder|laender|rabatt|gutschein|farb|ländercode|fout|hiba|chyb"
+    r"|erreur|antwort|land|länder|laender|rabatt|gutschein|farb|ländercode|fout|hiba|chyb|pos"
     r"|hiba|virhe)(?:code|kod|kód|koodi)"
 )
 _WORD_SEARCH = re.compile(_literal_alternation(sorted(_ALL_WORDS | set(_CODE_ENDINGS))))
@@ -343,6 +372,17 @@ def _classes(value: str) -> tuple[bool, bool, bool, bool]:
     return lower, upper, digit, symbol
 
 
+def _random_slug(value: str) -> bool:
+    """Whether a lower-case name joined by hyphens is random rather than a name: a long
+    part mixing letters and digits (akab-4fy9nbiu42d8abyh-...), a UUID, long hex."""
+    if _HEX.fullmatch(value) or _UUID.search(value) or re.search(r"[0-9a-f]{16,}", value):
+        return True
+    return any(
+        len(p) >= 14 and any(c.isdigit() for c in p) and any(c.isalpha() for c in p)
+        for p in re.split(r"[-_.]", value)
+    )
+
+
 def _identifier(value: str) -> bool:
     """Whether ``value`` is written as a host, path, address, version, date, amount, ticket,
     email or placeholder: something other than a credential."""
@@ -354,6 +394,18 @@ def _identifier(value: str) -> bool:
         return True  # an error number, an algorithm
     if re.match(r"\d{1,2}[:.]\d{2}(?:[:.]\d{2})?(?:\W|$)", value):
         return True  # a time, in any language's way of saying it: 14:03-kor, 9.30h
+    if re.match(r"(?i)(?:hmac-)?(?:sha\d+|md5|blake2b?)[:-]", value):
+        return True  # a hash, named by its algorithm
+    if re.fullmatch(r"[a-z_.]+:[a-z_.*]+|[a-z]+(?:\.[a-z]+){2,}=\S*", value):
+        return True  # a scope (feature_flag:write), a dotted setting (sasl.jaas.config=...)
+    if value[0] == "-" or re.search(r"\[[A-Za-z0-9_\-]+\]\{|\\[dws]", value):
+        return True  # a flag; a regular expression
+    if re.search(
+        r"(?i)\.(?:txt|pem|key|json|ya?ml|env|conf|cfg|ini|crt|cer|p12|pfx|jks|token)$", value
+    ):
+        return True  # a file that holds it
+    if re.match(r"(?:pk_(?:live|test)_|pk\.eyJ)", value):
+        return True  # a publishable key: public by design
     if _is_keyword(value) or _folded(value) in _ABOUT:
         return True
     return any(p.fullmatch(value) for p in (_HOST, _VERSION, _DATE, _AMOUNT, _TICKET, _EMAIL)) or (
@@ -366,7 +418,7 @@ def _secret_looking(value: str, *, code: bool) -> bool:
     mixed, symbols, mixed case, long hex or a UUID; a number of 4 to 10 digits after a PIN
     or code word (``code``)."""
     if value.isdigit():
-        return code and 4 <= len(value) <= 10
+        return code and 4 <= len(value) <= 8
     if len(value) < 6 or _identifier(value):
         return False
     if re.fullmatch(r"(?:[a-z]+|[A-Z]+)\d{1,4}", value) and len(value) <= 10:
@@ -388,6 +440,19 @@ def _secret_looking(value: str, *, code: bool) -> bool:
     return lower and upper and len(value) >= 8 and not value[1:].islower() and not value.isupper()
 
 
+def _strict(value: str) -> bool:
+    """Whether ``value`` reads as a credential on its own, wherever it stands: 8 characters
+    or more with a symbol, or digits with both cases; not an identifier."""
+    lower, upper, digit, _ = _classes(value)
+    symbol = any(c in "!@#$%^&*+?~|\\" for c in value)
+    return (
+        len(value) >= 8
+        and (symbol or (digit and lower and upper))
+        and _secret_looking(value, code=False)
+        and not _identifier(value)
+    )
+
+
 def _stated(value: str) -> bool:
     """After a connector ("is", ":"): whether ``value`` can be a password though it is a
     plain word ("sonnenblume"): not a common word about passwords, long enough."""
@@ -404,6 +469,27 @@ def _stated(value: str) -> bool:
     )
 
 
+# Words that a passphrase of words would not hold but a sentence about one would.
+_FUNCTION_WORDS = frozenset(
+    """
+    you we i he she they it is are was the a an that which when what who where we've you've
+    we're don't do does did not no never stored store chose chosen set generated
+    """.split()  # noqa: SIM905 (a word list reads best as prose)
+)
+
+
+def _spoken_digits(text: str, start: int) -> tuple[int, int] | None:
+    """Where four or more digits said as words run from ``start`` ("zwei acht null fünf")."""
+    end, count = start, 0
+    for word in _TOKEN.finditer(text, start):
+        folded = _folded(word.group().strip(",;.:!?()")).replace("-", " ")
+        if all(part in _NUMBER_WORDS for part in folded.split()) and folded:
+            end, count = word.end(), count + len(folded.split())
+        elif folded not in {"y", "e", "und", "and", "i", "ja", "og", "och", "et", "-", "·"}:
+            break
+    return (start, end) if count >= 4 else None
+
+
 def _window(
     text: str,
     start: int,
@@ -412,6 +498,7 @@ def _window(
     connected: bool = False,
     same_line: bool = False,
     own: frozenset[str] = frozenset(),
+    phrase: bool = False,
 ) -> tuple[int, int] | None:
     """The value a credential word ending at ``start`` introduces, within the next words;
     ``code``: a number of 4 to 10 digits counts; ``connected``: a connector came already."""
@@ -449,7 +536,9 @@ def _window(
         where = (token.start() + offset, token.start() + offset + len(value))
         if skip_next:
             skip_next = False
-            continue
+            if not _strict(value):
+                continue  # "for the nas", "на роутере": what it is for
+            return where  # "changed to X", "поменял на X"
         if folded in _SKIP:
             continue
         if folded in _LOGINS or raw == "/":
@@ -461,6 +550,14 @@ def _window(
             skip_next = True
             continue
         numeric = code and (connected or numbers)
+        if phrase and re.fullmatch(r"[^\W\d_]+\d*(?:[-_.][^\W\d_]+\d*){2,}", value):
+            return where  # a passphrase of words: velvet-thunder-pocket-gravel
+        if phrase and connected and folded not in _SKIP and folded not in _FUNCTION_WORDS:
+            words = re.match(r"(?:[^\W\d_]+\d*[ \u3000]+){2,9}[^\W\d_]+\d*", text[where[0] :])
+            if words is not None and not _FUNCTION_WORDS & {
+                _folded(w) for w in words.group().split()
+            }:
+                return where[0], where[0] + len(words.group())  # "tapfer Kerze Wolkenbruch"
         if _secret_looking(value, code=numeric) or (
             connected and _stated(value) and not value.isalpha()
         ):
@@ -473,6 +570,10 @@ def _window(
             and not (_identifier(value))
         ):
             return where  # a door code: 27895#, 1615B
+        if code and folded in _NUMBER_WORDS:
+            spoken = _spoken_digits(text, token.start())
+            if spoken is not None:
+                return spoken  # "siete tres nueve uno"
         if numeric and value.isdigit() and len(value) == 1:
             digits = re.match(r"\d(?: \d){3,9}(?!\S)", text[where[0] :])
             if digits is not None:
@@ -480,8 +581,10 @@ def _window(
         if connected and _identifier(value):
             return None  # "is see vault", "= your_password_here"
         was_connected, connected = connected, False  # a plain word: the statement goes on
-        if ((was_connected or first) and folded in _ABOUT) or _is_keyword(value):
+        if (was_connected or first) and folded in _ABOUT:
             return None  # "password policy", "token endpoint": about credentials
+        if _is_keyword(value):
+            return None  # another credential word: its own window reads on from there
         first = False
         if raw.endswith((".", "!", "?", "。", ";")) and not connected:
             return None
@@ -504,6 +607,68 @@ def _in_template(text: str, at: int) -> bool:
     return False
 
 
+# "sha256 of the leaked token": what follows is a hash of the credential.
+_HASH_OF = re.compile(r"(?i)\b(?:sha\d*|md5|hash|checksum|digest|fingerprint)\b\W+(?:\w+\W+){0,3}$")
+
+
+def said_of_something_else(text: str, k_start: int, k_end: int) -> bool:
+    """Whether the credential word at ``k_start:k_end`` names something other than a value
+    that follows: a word that only begins like one ("secretary"), a name in a template,
+    part of a URL, an ARN or a path, a command or a flag ("--password-stdin"), a hash of a
+    credential, a qualified word ("public key", "cache key", "error code")."""
+    if _FALSE_FRIENDS.match(text, k_start) or _in_template(text, k_start):
+        return True
+    token_start = max(text.rfind(c, 0, k_start) for c in " \t\n") + 1
+    inside = text[token_start:k_start]
+    if "://" in text[token_start : k_end + 40].split(" ")[0] or inside.startswith("arn:"):
+        return True  # a URL's own rule reads it; an ARN names a secret, it is not one
+    if inside.endswith(("/", ":")) and inside.rstrip("/:").strip("\"'`"):
+        return True  # a path or a reference: kv/secret, kv:token
+    if text[k_end : k_end + 1] == "/" and text[k_end + 1 : k_end + 2].isalnum():
+        return True  # a path: secret/data/prod/db
+    if inside.endswith("-") and (
+        inside.startswith("-") or (inside.count("-") >= 2 and re.fullmatch(r"[a-z\-]+", inside))
+    ):
+        return True  # a flag or a command: --with-token, get-login-password
+    if _HASH_OF.search(text, max(0, k_start - 40), k_start):
+        return True  # "the sha256 of the leaked token was ...": a hash of it
+    if (
+        text[k_end : k_end + 1] == "-"
+        and re.match(r"-[a-z]", text[k_end:])
+        and (k_start and text[k_start - 1] == "-")
+    ):
+        return True  # inside a name: kms-key-prod-eu
+    before = re.search(r"([^\W_]+)[\s_\-]*$", text[max(0, k_start - 30) : k_start])
+    return before is not None and _folded(before.group(1)) in _QUALIFIERS
+
+
+def not_a_value(value: str) -> bool:
+    """Whether ``value``, where a credential would be, is something else: a placeholder, a
+    reference, a host, a path, a version, a date, a public key."""
+    return _identifier(value) or placeholder(value)
+
+
+# What may stand between a value and the word after it: "X — that's the root pw", "X ← to
+# jest hasło", "X is the new wifi password".
+_BEFORE_GAP = 6
+
+
+def _said_before(text: str, k_start: int) -> tuple[int, int] | None:
+    """A password said before its word on the same line, within a few words: only a value
+    that reads as one by itself (symbols or digits with mixed case, 8 characters or more)."""
+    line_start = text.rfind("\n", 0, k_start) + 1
+    words = list(_TOKEN.finditer(text, line_start, k_start))[-_BEFORE_GAP:]
+    for word in words:
+        value, offset = _stripped(word.group())
+        lower, upper, digit, _ = _classes(value)
+        symbol = any(c in "!@#$%^&*+?~|\\" for c in value)
+        strong = len(value) >= 8 and (symbol or (digit and lower and upper))
+        if strong and _secret_looking(value, code=False) and not _identifier(value):
+            start = word.start() + offset
+            return start, start + len(value)
+    return None
+
+
 def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
     for k_start, k_end in _keywords(text):
         word = text[k_start:k_end].casefold().replace(" ", "-").replace("_", "-")
@@ -519,20 +684,15 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             end += 1
         if end > k_end and ((len(word) <= 4 and not _CJK.match(word)) or end - k_end > 4):
             continue
-        if _FALSE_FRIENDS.match(text, k_start) or _in_template(text, k_start):
+        if said_of_something_else(text, k_start, k_end):
             continue
-        if (
-            text[k_end : k_end + 1] == "-"
-            and re.match(r"-[a-z]", text[end:])
-            and (k_start and text[k_start - 1] == "-")
-        ):
-            continue  # inside a name: kms-key-prod-eu
+        if word == "pincode" and re.match(r"\s*:?\s*[1-8]\d{5}(?!\d)", text[k_end:]):
+            continue  # an Indian postal code: six digits
         if word in _CARD_CODES and not re.match(r"\s*:?\s*\d{3,4}(?!\d)", text[k_end:]):
             continue
-        before = re.search(r"([^\W_]+)[\s_\-]*$", text[max(0, k_start - 30) : k_start])
-        if before is not None and _folded(before.group(1)) in _QUALIFIERS:
-            continue
-        while end < len(text) and (text[end].isalnum() or text[end] in "_-"):
+        while (
+            end < len(text) and text[end].isascii() and (text[end].isalnum() or text[end] in "_-")
+        ):
             end += 1  # the rest of an identifier: DD_API_KEY_2, api-key-prod
         inside = re.match(r"[ \t]*(?:[:=：]|は|是|为|는|은|이|가)[ \t]*", text[end:])
         if inside:
@@ -549,7 +709,14 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             connected=bool(inside) or strong,
             same_line=inside is not None and "=" in inside.group(),
             own=_OWN_CONNECTORS.get(_folded(text[k_start:k_end]), frozenset()),
+            phrase="phrase" in _folded(text[max(0, k_start - 40) : end]),
         )
+        if found is None and kind != "API key or token":
+            digits = _CJK_DIGITS.search(text, end, end + 24)
+            if digits is not None:
+                found = digits.span()
+        if found is None and kind == "password":
+            found = _said_before(text, k_start)
         if found is not None:
             yield kind, *found
 
@@ -577,6 +744,7 @@ _OTHER_PARTS = frozenset(
     expire enabled enable disabled format version rotation days hours alg algorithm header
     prefix env var kind mode policy hint field label fingerprint hash hashed encrypted provider
     issuer audience scope scopes region bucket table column limit rate
+        existing store ref source helper backend arn sha
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 
@@ -592,6 +760,11 @@ def _credential_name(name: str) -> bool:
     return any(p in _CREDENTIAL_PARTS or any(s in p for s in _STEMS) for p in parts)
 
 
+def _long_random(value: str) -> bool:
+    lower, upper, digit, _ = _classes(value)
+    return len(value) >= 20 and digit and lower and upper
+
+
 def _assignments(text: str) -> Iterator[tuple[str, int, int]]:
     if "=" not in text and ":" not in text:
         return
@@ -604,8 +777,10 @@ def _assignments(text: str) -> Iterator[tuple[str, int, int]]:
             continue
         if (value.isdigit() and len(value) < 4) or value.casefold() in {"true", "false", "none"}:
             continue
-        if "://" in value or value[0] in "/~$%":
-            continue  # a URL (its own rule reads it), a path, a variable
+        if "://" in value or value[0] in "/~$%" or ("/" in value and not _long_random(value)):
+            continue  # a URL (its own rule reads it), a path, a variable, a reference
+        if _identifier(value) and not _secret_looking(value, code=False):
+            continue  # a name: pg-app-credentials, ecr-login
         if group == "v" and value.isalpha() and not _stated(value):
             continue  # "token: see vault", "password: required"
         yield "credential in a setting", *match.span(group)
@@ -613,18 +788,41 @@ def _assignments(text: str) -> Iterator[tuple[str, int, int]]:
 
 # Password flags of common commands: the value after them is a password or a token.
 _FLAGS = re.compile(
-    r"(?:^|\s)(?:(?:--password|--passwd|--pass|--token|--secret|--api-key|--apikey"
-    r"|--auth-token|-storepass|-keypass|-srcstorepass|-deststorepass)(?=[=\s])|/p:"
+    r"(?:^|\s)(?P<flag>(?:--[\w-]*(?:password|passwd|pass|token|secret|api-key|apikey)"
+    r"|-storepass|-keypass|-srcstorepass|-deststorepass)(?=[=\s])|/p:"
     r"|-passin\s+pass:|-passout\s+pass:|-P(?=\s)|-p(?=\s|\S)|-a(?=\s)|-w(?=\s))[=\s]?\s*"
     r"[\"']?(?P<v>[^\s\"']{3,})"
 )
+# The commands whose one-letter flag takes a password: -p, -P, -a, -w mean other things to
+# the rest (mkdir -p, ssh -p, minisign -P, ls -a).
+_SHORT_FLAG_COMMANDS = {
+    "-p": ("mysql", "mariadb", "mysqldump", "mysqladmin", "sshpass", "docker", "podman",
+           "influx", "mongo", "mongosh", "mongodump", "mongorestore", "helm", "nerdctl",
+           "buildah", "skopeo", "oras", "crane", "az", "sqlplus", "isql", "clickhouse-client"),
+    "-P": ("sqlcmd", "bcp", "mysql", "osql"),
+    "-a": ("redis-cli", "keydb-cli", "valkey-cli"),
+    "-w": ("ldapsearch", "ldapmodify", "ldapadd", "ldapdelete", "ldappasswd", "ldapwhoami"),
+}  # fmt: skip
+
+
+def _command_of(text: str, at: int) -> str:
+    """The words before position ``at`` on its command line (since the line, a pipe or a
+    semicolon began), each without its path."""
+    line_start = max(text.rfind("\n", 0, at), text.rfind("|", 0, at), text.rfind(";", 0, at))
+    words = text[line_start + 1 : at].split()
+    return " ".join(w.rsplit("/", 1)[-1] for w in words)
 
 
 def _flags(text: str) -> Iterator[tuple[str, int, int]]:
     for match in _FLAGS.finditer(text):
         value = match.group("v")
-        flag = match.group().lstrip()
-        short = flag.startswith(("-p", "-P", "-a", "-w")) and not flag.startswith("-pass")
+        flag = match.group("flag")
+        short = flag in _SHORT_FLAG_COMMANDS
+        if short and not any(
+            word.startswith(_SHORT_FLAG_COMMANDS[flag])
+            for word in _command_of(text, match.start("flag")).split()
+        ):
+            continue
         if short and (value.isdigit() or (":" in value and value.replace(":", "").isdigit())):
             continue  # a port, a port mapping
         if short and not _secret_looking(value, code=False):
@@ -657,10 +855,46 @@ def _commands(text: str) -> Iterator[tuple[str, int, int]]:
             yield "password", *match.span(group)
 
 
+# HTTP headers that carry a credential: Authorization with any scheme, X-...-Key/Token/Team.
+_HEADER = re.compile(
+    r"(?i:authorization|proxy-authorization)\s*:\s*(?!basic\b|bearer\b)[A-Za-z][\w-]*\s+"
+    r"(?P<a>[A-Za-z0-9._~+/=\-]{12,})"
+    r"|\bX-[\w-]*(?i:key|token|secret|team|auth|signature|session|api)[\w-]*\s*:\s*"
+    r"(?P<b>[A-Za-z0-9._~+/=\-]{12,})"
+)
+# A credential in an XML element: <password>X</password>, <apiKey>X</apiKey>.
+_XML = re.compile(r"<(?P<name>[\w:.\-]{2,40})>(?P<v>[^<\s]{3,200})</(?P=name)>")
+# "log in as svc_backup with X", "use X for the nas": a strict value only.
+_WITH = re.compile(
+    r"(?i:log\s?in|sign\s?in|login|ssh|connect)\s+(?:as\s+\S+\s+)?(?i:with|using|w/)\s+"
+    r"[`'\"]?(?P<a>\S{8,}?)[`'\".,;]?(?:\s|$)"
+    r"|\b(?i:use|try)\s+[`'\"]?(?P<b>\S{8,}?)[`'\"]?\s+(?i:for|on|to)\s"
+)
+
+
+def _headers_and_markup(text: str) -> Iterator[tuple[str, int, int]]:
+    if ":" in text:
+        for match in _HEADER.finditer(text):
+            group = "a" if match.group("a") else "b"
+            if _secret_looking(match.group(group), code=False) or _UUID.fullmatch(
+                match.group(group)
+            ):
+                yield "credential in a header", *match.span(group)
+    if "</" in text:
+        for match in _XML.finditer(text):
+            if _credential_name(match.group("name")) and not placeholder(match.group("v")):
+                yield "credential in a setting", *match.span("v")
+    for match in _WITH.finditer(text):
+        group = "a" if match.group("a") else "b"
+        if _strict(match.group(group)):
+            yield "password", *match.span(group)
+
+
 # An account and its password, with no word for it: "(admin / X)", "admin:X".
 _PAIR = re.compile(
     r"(?<![\w@.])(?i:admin|administrator|root|ubnt|pi|sa|postgres|oracle|guest|elastic"
-    r"|grafana|jenkins|rabbit|superuser)\s*(?:/|:)\s*(?P<v>[^\s/)\],;]{6,})"
+    r"|grafana|jenkins|rabbit|superuser)(?:\s*(?:/|:)\s*|\s+(?:is|=)\s+)[`'\"]?"
+    r"(?P<v>[^\s/)\],;`'\"]{6,})"
 )
 
 
@@ -676,7 +910,7 @@ _PREFIXES = (
     "hvs.", "hvb.", "hvr.", "dckr_pat_", "dckr_oat_", "bkua_", "shpat_", "shpss_", "shpca_",
     "shppa_", "glsa_", "glc_", "dop_v1_", "doo_v1_", "dor_v1_", "lin_api_", "lin_oauth_",
     "ntn_", "secret_", "dp.st.", "dp.pt.", "dp.ct.", "dp.sa.", "NRAK-", "NRAA-", "NRII-",
-    "dapi", "AKCp", "PMAK-", "sk.eyJ", "pk.eyJ", "sq0csp-", "sq0atp-", "EAAA", "pul-",
+    "dapi", "AKCp", "PMAK-", "sk.eyJ", "sq0csp-", "sq0atp-", "EAAA", "pul-",
     "key-", "AGE-SECRET-KEY-1", "ATATT", "ATCTT", "figd_", "ops_eyJ", "sl.", "sntrys_",
     "sntryu_", "sgp_", "rubygems_", "pscale_pw_", "pscale_tkn_", "pscale_oauth_", "tfp_",
     "CLOJARS_", "ghr_", "glpat-", "gldt-", "glrt-", "glcbt-", "xoxe.", "xoxe-", "sk_live_",
@@ -804,12 +1038,14 @@ _PUBLIC = re.compile(
     r"|CERTIFICATE REQUEST|X509 CRL)-----[\s\S]*?(?:-----END (?P=b)-----|$)"
     r"|(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-\S+|sk-ssh-\S+|sk-ecdsa-\S+)\s+AAAA[A-Za-z0-9+/=]+"
     r"|(?<![\w-])age1[0-9a-z]{50,}"
+    r"|ENC\[(?:AES256_GCM|PGP|KMS)[^\]]*\]"  # sops: encrypted, not secret in chat
+    r"|\$ANSIBLE_VAULT;[\d.]+;\w+(?:;\w+)?\s+[0-9a-f\s]+"
 )
 
 
 def public_spans(text: str) -> list[tuple[int, int]]:
     """Where ``text`` holds public key material (certificates, public keys)."""
-    if "-----BEGIN" not in text and "AAAA" not in text and "age1" not in text:
+    if not any(m in text for m in ("-----BEGIN", "AAAA", "age1", "ENC[", "$ANSIBLE_VAULT")):
         return []
     return [m.span() for m in _PUBLIC.finditer(text)]
 
@@ -819,6 +1055,38 @@ def public_spans(text: str) -> list[tuple[int, int]]:
 _FOUR_DIGITS = re.compile(r"\d\D{0,8}\d\D{0,8}\d\D{0,8}\d")
 _LONG_WORD = re.compile(r"[A-Za-z0-9_\-.]{14,}")
 _COMMAND_WORDS = ("htpasswd", "change_password", "/user:", "password", "identified")
+
+
+# Number words that are also common words elsewhere ("en", "to", "et", "hat"): a run of
+# spoken digits needs two others.
+_AMBIGUOUS_NUMBERS = frozenset(
+    """
+    en et to ni sei hat bir isa un i e a oh one nine due tre
+    """.split()  # noqa: SIM905 (a word list reads best as prose)
+)
+
+
+def _spoken(text: str) -> Iterator[tuple[str, int, int]]:
+    """Four digits or more said as words, in a row: a code read out ("zwei acht null fünf")."""
+    words = list(_TOKEN.finditer(text))
+    at = 0
+    while at < len(words):
+        folded = _folded(words[at].group().strip(",;.:!?()")).replace("-", " ")
+        if folded and all(p in _NUMBER_WORDS for p in folded.split()):
+            span = _spoken_digits(text, words[at].start())
+            if span is not None:
+                said = _folded(text[span[0] : span[1]]).replace("-", " ").split()
+                clear = [
+                    w.strip(",;.:!?()")
+                    for w in said
+                    if w.strip(",;.:!?()") not in _AMBIGUOUS_NUMBERS
+                ]
+                if len([w for w in clear if w in _NUMBER_WORDS]) >= 2:
+                    yield "PIN or code", *span
+                    while at < len(words) and words[at].start() < span[1]:
+                        at += 1
+                    continue
+        at += 1
 
 
 def chat_secrets(text: str) -> list[tuple[str, int, int]]:
@@ -835,8 +1103,9 @@ def chat_secrets(text: str) -> list[tuple[str, int, int]]:
         found += _commands(text)
     found += _assignments(text)
     found += _after_keywords(text)
-    if "/" in text or ":" in text:
-        found += _pairs(text)
+    found += _pairs(text)
+    found += _spoken(text)
+    found += _headers_and_markup(text)
     if _LONG_WORD.search(text):
         found += _prefixed(text)
     found += _wrapped(text, found)

@@ -24,7 +24,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.core.credentials import chat_secrets, placeholder, public_spans
+from cairn.core.credentials import (
+    chat_secrets,
+    not_a_value,
+    placeholder,
+    public_spans,
+    said_of_something_else,
+)
 from cairn.core.redact import url_secrets
 
 __all__ = [
@@ -200,10 +206,22 @@ _SSH_PUBLIC = ("AAAAB3NzaC1yc2E", "AAAAC3NzaC1lZDI1NTE5", "AAAAE2VjZHNh")
 
 
 def _encoded_text(body: str) -> bool:
-    """Whether ``body`` is base64 of words (a config, a sentence): data, not a key."""
+    """Whether ``body`` is base64 of words (a config, a sentence, JSON, a certificate):
+    data, not a key. Base64 of a private key is a key."""
     try:
-        decoded = base64.b64decode(body + "=" * (-len(body) % 4), validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raw = base64.b64decode(body[: len(body) // 4 * 4], validate=True)
+    except (binascii.Error, ValueError):
+        try:
+            raw = base64.urlsafe_b64decode(body[: len(body) // 4 * 4])
+        except (binascii.Error, ValueError):
+            return False
+    decoded = raw.decode("utf-8", "replace")
+    if "PRIVATE KEY" in decoded:
+        return False
+    if decoded.startswith("-----BEGIN ") or decoded.startswith("ssh-"):
+        return True  # a certificate or a public key, encoded
+    decoded = decoded.split("\ufffd", 1)[0]
+    if len(decoded) < 12:
         return False
     flat = decoded.replace("\n", "")
     if re.search(r'"(?:alg|typ|sub|iat|exp|iss|aud|jti|kid)"\s*:', decoded):
@@ -287,6 +305,8 @@ _KEY_WORD = (
 )
 
 _BASE64ISH = r"[A-Za-z0-9/+]"
+# An image's tag before its digest: python:3.12-slim@sha256:... is not user:password@host.
+_IMAGE_TAG = re.compile(r"^\d+(?:\.\d+)*(?:-[a-z0-9.]+)*$")
 
 _SHAPES: tuple[_Shape, ...] = (
     _Shape(
@@ -377,7 +397,7 @@ _SHAPES: tuple[_Shape, ...] = (
         ("@",),
         r"(?<![\w/:.%\-])[\w.%\-]+:(?P<v>[^\s@/:'\"<>]{3,})@[\w.\-]+(?::\d{2,5}/?|/)",
         "v",
-        lambda v: _stated_password(v) and not v.isdigit(),
+        lambda v: _stated_password(v) and not v.isdigit() and not _IMAGE_TAG.search(v),
         in_word=True,
     ),
     _Shape(
@@ -449,6 +469,11 @@ def _span(shape: _Shape, match: re.Match[str]) -> tuple[int, int] | None:
         start, end = match.span(shape.group)
     value = match.string[start:end]
     if not value or (shape.check is not None and not shape.check(value)):
+        return None
+    if shape.kind in {"password", "API key or token"} and (
+        said_of_something_else(match.string, match.start(), match.start() + 12)
+        or not_a_value(value)
+    ):
         return None
     return start, end
 
@@ -651,7 +676,7 @@ _ID_CONTEXT = re.compile(
     r"|room[ _-]?id|event[ _-]?id|request[ _-]?id|trace[ _-]?id|host[ _-]?id|fingerprint"
     r"|identity[ _-]?key|public[ _-]?key|checksum|digest|sha\d+|commit|txn[ _-]?id|base64,"
     r"|integrity|h1:|spki|pin-sha256|hash|address|adresse|dirección|endereço|indirizzo"
-    r"|wallet|txid|tx[ _-]?hash)"
+    r"|wallet|txid|tx[ _-]?hash|etag|version[ _-]?id|object version|kid)"
     r"(?:\W{1,3}[^\s\[\]]{1,40}){0,6}"
     r"|(?:[a-z]Id|\bID)(?:\W{1,3}[^\s\[\]]{1,40})?)\W{0,3}$"
 )
@@ -697,6 +722,8 @@ def _candidates(text: str) -> Iterator[Secret]:
                 yield Secret("high-entropy token", start, at + match.end())
 
 
+# Six of one character in a row: a placeholder's filler (XXXXXX, 000000, ******).
+_FILLER = re.compile(r"([A-Za-z0-9*])\1{5,}")
 _MARKER = re.compile(re.escape(SECRET_MARK) + r"[^\]\n]{0,80}\]")
 
 
@@ -711,8 +738,11 @@ def find_secrets(text: str) -> list[Secret]:
     for secret in _candidates(text):
         if any(start <= secret.start and secret.end <= end for start, end in public):
             continue  # inside a certificate or a public key
-        if text[secret.start : secret.end].endswith(("EXAMPLE", "EXAMPLEKEY")):
-            continue  # a provider's documented example: AKIAIOSFODNN7EXAMPLE
+        value = text[secret.start : secret.end]
+        if value.endswith(("EXAMPLE", "EXAMPLEKEY")) or _FILLER.search(value):
+            continue  # a documented example (AKIAIOSFODNN7EXAMPLE), a filler (sk_live_XXXX...)
+        if text[max(0, secret.start - 3) : secret.start] == "pk." or value.startswith("pk_"):
+            continue  # a publishable key: public by design
         if all(secret.end <= k.start or k.end <= secret.start for k in kept):
             kept.append(secret)
     if kept and "\n" in text:
@@ -721,7 +751,7 @@ def find_secrets(text: str) -> list[Secret]:
 
 
 # A line that holds a single key-like word: what a terminal or an editor wrapped.
-_KEY_LINE = re.compile(r"[ \t]*([A-Za-z0-9+/=_\-.]{6,})[ \t]*(?:\n|$)")
+_KEY_LINE = re.compile(r"[ \t]*([A-Za-z0-9+/=_\-.!@#$%^&*?~]{6,})[ \t]*(?:\n|$)")
 
 
 def _key_like(word: str) -> bool:
