@@ -722,8 +722,8 @@ def _candidates(text: str) -> Iterator[Secret]:
                 yield Secret("high-entropy token", start, at + match.end())
 
 
-# Six of one character in a row: a placeholder's filler (XXXXXX, 000000, ******).
-_FILLER = re.compile(r"([A-Za-z0-9*])\1{5,}")
+# Six of one filler character in a row: a placeholder (XXXXXX, ******).
+_FILLER = re.compile(r"([Xx*•#])\1{5,}")
 _MARKER = re.compile(re.escape(SECRET_MARK) + r"[^\]\n]{0,80}\]")
 
 

@@ -18,8 +18,9 @@ from cairn.cli import main
 from cairn.core.errors import InvalidInput
 
 SLACK_TOKEN = "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"
-# `sshpass -p` states a password the detector does not know for one: it is remembered as said.
-SSHPASS = "Winter2024!"
+# A pass phrase said with no word for it: no detector can know it is one, so it is kept as
+# said, which proves the bench counts what survives.
+PHRASE = "tangerine octopus"
 DOCS_TOKEN = "xoxb-999999999999-9999999999999-DocsExampleDocsExample12"
 
 CORPUS: list[dict[str, Any]] = [
@@ -32,12 +33,12 @@ CORPUS: list[dict[str, Any]] = [
         "secret": [SLACK_TOKEN],
     },
     {
-        "id": "sshpass-password",
+        "id": "spoken-phrase",
         "kind": "secret",
-        "class": "cli",
+        "class": "phrase",
         "lang": "en",
-        "messages": [f"to get onto the bastion run sshpass -p {SSHPASS} ssh root@bastion"],
-        "secret": [SSHPASS],
+        "messages": [f"to open the roof door say {PHRASE} to the guard"],
+        "secret": [PHRASE],
     },
     {
         "id": "freeze",
@@ -71,18 +72,18 @@ def test_the_bench_counts_each_place_a_credential_survives(clean_env: Path, corp
         main, ["bench", "secrets", "--corpus", str(corpus), "--json"], catch_exceptions=False
     )
     assert result.exit_code == 0, result.output
-    # The masked Slack token still survives through its memo (memos are stored as sent), and
-    # so in the database file; the sshpass password is remembered, posted and exported as said.
+    # The Slack token is masked everywhere, its memo included; the phrase is remembered,
+    # posted and exported as said, and so is in the database file.
     assert json.loads(result.stdout) == {
         "cases": 2,
-        "held": 0,
+        "held": 1,
         "leaked": {
             "memory": 1,
-            "session_log": 2,
+            "session_log": 1,
             "replies": 1,
             "export": 1,
             "logs": 0,
-            "files": 2,
+            "files": 1,
         },
         "honest": 2,
         "honest_masked": 1,
@@ -98,21 +99,19 @@ def test_the_report_names_what_to_fix_without_showing_a_secret(
     )
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert "held:            0 (0.0%; target at least 95%)" in lines
+    assert "held:            1 (50.0%; target at least 95%)" in lines
     assert (
-        "  leaked: sshpass-password (cli; secret Wint…) in memory, session_log, replies, export, "
+        "  leaked: spoken-phrase (phrase; secret tang…) in memory, session_log, replies, export, "
         "files (bench.db, export.jsonl)" in lines
     )
-    assert "  leaked: slack-bot-token (slack; secret xoxb…) in session_log, files (bench.db)" in (
-        lines
-    )
+    assert not any(line.startswith("  leaked: slack-bot-token") for line in lines)
     assert any(
         line.startswith(
             "  honest masked: docs-token (ops): remember the docs show the token [secret removed:"
         )
         for line in lines
     )
-    for secret in (SLACK_TOKEN, SSHPASS, DOCS_TOKEN):
+    for secret in (SLACK_TOKEN, PHRASE, DOCS_TOKEN):
         assert secret not in result.output
 
 
@@ -143,12 +142,12 @@ def test_only_and_limit_choose_the_entries(clean_env: Path, corpus: Path) -> Non
         ([{**CORPUS[2], "secret": ["deploys"]}], "entry 'freeze': is honest"),
         ([{**CORPUS[0], "secret": []}], "entry 'slack-bot-token': is a secret entry"),
         (
-            [{**CORPUS[1], "secret": [SSHPASS, "Summer2023!"]}],
-            "entry 'sshpass-password': secret string 1 is in none of its messages",
+            [{**CORPUS[1], "secret": [PHRASE, "Summer2023!"]}],
+            "entry 'spoken-phrase': secret string 1 is in none of its messages",
         ),
         (
-            [{**CORPUS[1], "secret": ["ssh"]}],
-            "entry 'sshpass-password': secret string 0 is shorter than 4 characters",
+            [{**CORPUS[1], "secret": ["say"]}],
+            "entry 'spoken-phrase': secret string 0 is shorter than 4 characters",
         ),
     ],
 )
@@ -179,10 +178,10 @@ def test_the_logs_are_searched_as_cairn_writes_them() -> None:
     root = logging.getLogger()
     level, handlers = root.level, list(root.handlers)
     with captured_logs() as lines:
-        log.debug("connecting with sshpass -p %s", SSHPASS)
+        log.debug("the roof door opens with %s", PHRASE)
         log.warning("the bot token is %s", SLACK_TOKEN)
     assert [json.loads(line)["level"] for line in lines] == ["debug", "warning"]
-    assert SSHPASS in lines[0]  # written as said: the detector does not know it
+    assert PHRASE in lines[0]  # written as said: no detector can know it
     assert SLACK_TOKEN not in lines[1]  # masked by the handler's redaction, as in production
     assert (root.level, root.handlers) == (level, handlers)  # put back as they were
 
