@@ -27,10 +27,18 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-__all__ = ["chat_secrets", "not_a_value", "placeholder", "public_spans", "said_of_something_else"]
+__all__ = [
+    "chat_secrets",
+    "literal_alternation",
+    "lowered",
+    "not_a_value",
+    "placeholder",
+    "public_spans",
+    "said_of_something_else",
+]
 
 # What a password, PIN or access code is called (lower case), in the languages people write
 # in; a word that begins with one of these counts ("parolası", "lösenordet", "sandinya").
@@ -241,7 +249,7 @@ def _folded(word: str) -> str:
     return unicodedata.normalize("NFKC", word).casefold()
 
 
-def _literal_alternation(words: list[str]) -> str:
+def literal_alternation(words: Iterable[str]) -> str:
     """A pattern that matches any of ``words`` (the longest at a place), as a trie, so that
     the engine tries few alternatives at each position."""
     trie: dict[str, Any] = {}
@@ -284,14 +292,14 @@ _NOT_CODES = re.compile(
     r"|erreur|antwort|land|länder|laender|rabatt|gutschein|farb|ländercode|fout|hiba|chyb|pos"
     r"|hiba|virhe)(?:code|kod|kód|koodi)"
 )
-_WORD_SEARCH = re.compile(_literal_alternation(sorted(_ALL_WORDS | set(_CODE_ENDINGS))))
+_WORD_SEARCH = re.compile(literal_alternation(sorted(_ALL_WORDS | set(_CODE_ENDINGS))))
 
 
-def _lowered(text: str) -> str:
+def lowered(text: str) -> str:
     """``text`` in lower case, each character where it was (a few lengthen in lower case)."""
-    lowered = text.lower()
-    if len(lowered) == len(text):
-        return lowered
+    low = text.lower()
+    if len(low) == len(text):
+        return low
     return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
 
 
@@ -305,18 +313,18 @@ def _keywords(text: str) -> Iterator[tuple[int, int]]:
     must start a word (or follow ``_``, ``-``, a digit); one in another script may be joined
     to the word before it ("wifi密码", "وكلمة المرور"); a compound that ends in a word for a
     code counts from its start ("Tresorcode")."""
-    lowered = _lowered(text)
-    for match in _WORD_SEARCH.finditer(lowered):
+    low = lowered(text)
+    for match in _WORD_SEARCH.finditer(low):
         start, end = match.span()
         before = text[start - 1] if start else ""
-        if not (before and before.isalpha() and _spaced_script(lowered[start])):
+        if not (before and before.isalpha() and _spaced_script(low[start])):
             yield start, end
             continue
         if match.group() in _CODE_ENDINGS or match.group().endswith(_CODE_ENDINGS):
             begin = start
             while begin > 0 and text[begin - 1].isalpha():
                 begin -= 1
-            if 3 <= start - begin <= 12 and not _NOT_CODES.fullmatch(lowered[begin:end]):
+            if 3 <= start - begin <= 12 and not _NOT_CODES.fullmatch(low[begin:end]):
                 yield begin, end
 
 
@@ -341,7 +349,7 @@ _FALSE_FRIENDS = re.compile(
     r"|passé|passe-|keyboard|keynote|keystone|codec|coded|codeb|coder|codes?-?review|pinned"
     r"|pinning|pink|pint|pine|signal|signed|signup|signin|siga|tokenomics|clavier"
 )
-_LIST = re.compile(_literal_alternation([w.casefold() for w in _LIST_WORDS]))
+_LIST = re.compile(literal_alternation([w.casefold() for w in _LIST_WORDS]))
 
 
 def _stripped(token: str) -> tuple[str, int]:
@@ -940,7 +948,7 @@ _CODE = re.compile(r"(?<![\w-])(?:[A-Za-z0-9]{4,6}[- ][A-Za-z0-9]{4,6}|[A-Za-z0-
 
 def _listed(text: str) -> Iterator[tuple[str, int, int]]:
     """Codes and words after "recovery codes", "seed phrase" and the like."""
-    for match in _LIST.finditer(_lowered(text)):
+    for match in _LIST.finditer(lowered(text)):
         phrase = match.group().casefold()
         words = "phrase" in phrase or "mnemonic" in phrase or "seed" in phrase
         rest = text[match.end() : match.end() + 600]
@@ -1098,8 +1106,8 @@ def chat_secrets(text: str) -> list[tuple[str, int, int]]:
     found += _listed(text)
     if " -" in text or "/p:" in text or "|" in text or "%" in text:
         found += _flags(text)
-    lowered = text.lower()
-    if any(w in lowered for w in _COMMAND_WORDS) or text.count(":") >= 4:
+    low = text.lower()
+    if any(w in low for w in _COMMAND_WORDS) or text.count(":") >= 4:
         found += _commands(text)
     found += _assignments(text)
     found += _after_keywords(text)

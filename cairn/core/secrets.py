@@ -20,12 +20,14 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from cairn.core.credentials import (
     chat_secrets,
+    literal_alternation,
+    lowered,
     not_a_value,
     placeholder,
     public_spans,
@@ -536,14 +538,6 @@ def _in_urls(text: str) -> Iterator[Secret]:
                 yield Secret("token in a URL", offset + where, offset + where + len(value))
 
 
-def _lower(text: str) -> str:
-    """``text`` in lower case, each character where it was (str.lower may lengthen a few)."""
-    lowered = text.lower()
-    if len(lowered) == len(text):
-        return lowered
-    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
-
-
 def _word_around(text: str, at: int) -> tuple[int, int]:
     """Where the white-space separated word that holds position ``at`` starts and ends."""
     start = at
@@ -555,30 +549,8 @@ def _word_around(text: str, at: int) -> tuple[int, int]:
     return start, end
 
 
-def _literal_alternation(words: Iterable[str]) -> str:
-    """A pattern that matches any of ``words`` (the longest at a place), written as a trie so
-    that the regular expression engine tries few alternatives at each position."""
-    trie: dict[str, Any] = {}
-    for word in words:
-        node = trie
-        for char in word:
-            node = node.setdefault(char, {})
-        node[""] = {}
-
-    def pattern(node: dict[str, Any]) -> str:
-        branches = [re.escape(c) + pattern(rest) for c, rest in sorted(node.items()) if c]
-        if not branches:
-            return ""
-        body = "(?:" + "|".join(branches) + ")" if len(branches) > 1 else branches[0]
-        if "" in node:
-            return f"(?:{body})?"
-        return body
-
-    return pattern(trie)
-
-
 # Every anchor of every shape, and for each the shapes it (or an anchor it begins with) starts.
-_ANCHOR = re.compile(_literal_alternation({a for shape in _SHAPES for a in shape.anchors}))
+_ANCHOR = re.compile(literal_alternation({a for shape in _SHAPES for a in shape.anchors}))
 _SHAPES_AT: dict[str, tuple[tuple[int, _Shape], ...]] = {
     anchor: tuple(
         (rank, s) for rank, s in enumerate(_SHAPES) if any(anchor.startswith(a) for a in s.anchors)
@@ -703,7 +675,7 @@ def _candidates(text: str) -> Iterator[Secret]:
     :func:`find_secrets` keeps the first)."""
     if "://" in text:
         yield from _in_urls(text)
-    for shape, match in _matches(text, _lower(text)):
+    for shape, match in _matches(text, lowered(text)):
         span = _span(shape, match)
         if span is not None:
             yield Secret(shape.kind, *span)
