@@ -45,7 +45,8 @@ __all__ = [
 _PASSWORD_WORDS = """
     password passwort passwd passwrod pasword passwrd passowrd paswd paswoord psw pwd
     contra šifra sifra lozinka лозинка пасс пін parool parole slaptažodis slaptazodis
-    passu tunnari パス neno-la-siri neno-siri پسورد பாஸ்வேர்ட் கடவுச்சொல் पासवर्ड passw0rd
+    passu tunnari パス พาสเวิร์ด clau hemlighet hemligheten neno-la-siri neno-siri پسورد
+    பாஸ்வேர்ட் கடவுச்சொல் पासवर्ड passw0rd
     passcode passphrase pass pwd pw pword
     kennwort zugangsdaten zugangscode mot-de-passe mdp identifiants contraseña contrasena
     contraseñas clave credenciales senha palavra-passe credenciais wachtwoord ww inlog
@@ -61,7 +62,7 @@ _PASSWORD_WORDS = """
 _CODE_WORDS = """
     pin pincode pin-code passcode code-pin otp tan codice kod kodu koden kode koodi código
     codigo code larmkod larmkoden alarmcode alarmkod türcode turcode pinkod pinkoden пин пин-код
-    код digicode cvv cvc cvv2 cvc2 csc tür-code kód kódja kódot codi کد কোড รหัสประตู κωδικός
+    код digicode puk cvv cvc cvv2 cvc2 csc tür-code kód kódja kódot codi کد কোড รหัสประตู κωδικός
     קוד कोड 暗証番号 비밀코드
 """.split()  # noqa: SIM905 (a word list reads best as prose)
 # What a key, token or secret is called.
@@ -99,7 +100,9 @@ _LIST_WORDS = (
     "recovery code", "backup code", "backup-code", "recovery key", "recovery phrase",
     "seed phrase", "seed words", "mnemonic", "wallet seed", "2fa seed", "2fa secret",
     "otp secret", "totp secret", "setup key", "secret phrase", "wiederherstellungscode",
-    "codes de récupération", "códigos de recuperación", "códigos de backup",
+    "codes de récupération", "códigos de recuperación", "códigos de backup", "backup words",
+    "recovery words", "frase de recuperação", "frase semente", "palabras de recuperación",
+    "ledger seed", "wallet words", "wiederherstellungsschlüssel", "seed:",
 )  # fmt: skip
 
 # Words that join a credential word to its value ("is", ":") in many languages; the value
@@ -138,6 +141,7 @@ _PREPOSITIONS = frozenset(
     dla do na w z od przy için için için ile för till på av til fra för для від до к на в с у от
     при από για στο στη σε ל של ב ל- के की का में पर से untuk ke di dari pada kwa ya katika sa
     ng para k na pro u od pre の で に から
+        pentru pe din cu dintr
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # Words before "key" or "token" that make it something other than a credential: "public
@@ -179,6 +183,7 @@ _QUALIFIERS = frozenset(
     branch airport product item sku order spki certificate cert ssl tls hpkp kms foreign-key
     fehler erreur ошибки
         existing publishable sha sha256 sha1 md5 hashed
+        verify identité identity style hpkp dkim
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # Words about a credential, not one: where it is, what happened to it, what it must be.
@@ -207,6 +212,7 @@ _ABOUT = frozenset(
     expiré coffre gestionnaire est
         postal post articolo artículo article artikel product producto prodotto produit produkt
     помилки خطای pos poskod order pesanan numero número nummer telefono teléfono phone
+        identité d'identité identity
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # A value that is a placeholder or says where the secret is.
@@ -218,6 +224,8 @@ _PLACEHOLDER = re.compile(
     r"|AAAA[A-Z0-9])|.*(?:\.\.\.|…)",
     re.IGNORECASE,
 )
+# Password managers: a word naming one says where the password is, not what it is.
+_MANAGERS = re.compile(r"(?i)1password|bitwarden|lastpass|keepass|passbolt|dashlane|cyberark")
 # Parts of a placeholder name ("your_password_here", "tu_contraseña_aqui"), and the password
 # managers a reference names ("1Password'da").
 _PLACEHOLDER_PARTS = re.compile(
@@ -227,7 +235,7 @@ _PLACEHOLDER_PARTS = re.compile(
 )
 
 _TOKEN = re.compile(r"\S+")
-_EDGE = "\"'“”‘’«»()[]{}<>`"
+_EDGE = "\"'“”‘’«»()[]{}<>`「」『』"
 # Characters a password or key is written with besides letters and digits.
 _SYMBOLS = set("!@#$%^&*+=?~_|\\/.:-")
 _HEX = re.compile(r"(?:[0-9a-fA-F]{2}[-:]?){8,}[0-9a-fA-F]*")
@@ -292,6 +300,7 @@ _NOT_CODES = re.compile(
     r"|erreur|antwort|land|länder|laender|rabatt|gutschein|farb|ländercode|fout|hiba|chyb|pos"
     r"|hiba|virhe)(?:code|kod|kód|koodi)"
 )
+_NUMBER_SEARCH = re.compile(r"(?<!\w)(?:" + literal_alternation(_NUMBER_WORDS) + r")(?!\w)")
 _WORD_SEARCH = re.compile(literal_alternation(sorted(_ALL_WORDS | set(_CODE_ENDINGS))))
 
 
@@ -337,11 +346,13 @@ def _is_keyword(value: str) -> bool:
 
 
 _CODE_SET = frozenset(_CODE_WORDS)
+_PASSWORD_SET = frozenset(w.casefold() for w in _PASSWORD_WORDS)
 _KEY_SET = frozenset(w.casefold() for w in _KEY_WORDS)
 # Code words that make a number after them a credential by themselves; the others ("code",
 # "kod", "código") need a connector first ("the door code is 4711", not "error code 5000").
 _STRONG_CODES = frozenset(
-    {"pin", "pincode", "pin-code", "passcode", "code-pin", "tan", "otp", "digicode"} | _CARD_CODES
+    {"pin", "pincode", "pin-code", "passcode", "code-pin", "tan", "otp", "digicode", "puk"}
+    | _CARD_CODES
 )
 # Words that begin with a credential word but mean something else.
 _FALSE_FRIENDS = re.compile(
@@ -398,11 +409,15 @@ def _identifier(value: str) -> bool:
         return True
     if "://" in value or value[0] in "/~" or value.startswith(("./", "..", "\\\\")):
         return True
-    if re.fullmatch(r"0x[0-9a-fA-F]+|(?i:rs|hs|es|ps)\d{3}|(?i:sha|aes|rsa|md|crc)[-_]?\d+", value):
+    if re.fullmatch(
+        r"0x[0-9a-fA-F]{1,16}|(?i:rs|hs|es|ps)\d{3}|(?i:sha|aes|rsa|md|crc)[-_]?\d+", value
+    ):
         return True  # an error number, an algorithm
     if re.match(r"\d{1,2}[:.]\d{2}(?:[:.]\d{2})?(?:\W|$)", value):
         return True  # a time, in any language's way of saying it: 14:03-kor, 9.30h
-    if re.match(r"(?i)(?:hmac-)?(?:sha\d+|md5|blake2b?)[:-]", value):
+    if re.match(
+        r"(?i)(?:hmac-)?(?:sha\d+|md5|blake2b?)[:-]|(?:ed25519|curve25519|rsa|ecdsa):", value
+    ):
         return True  # a hash, named by its algorithm
     if re.fullmatch(r"[a-z_.]+:[a-z_.*]+|[a-z]+(?:\.[a-z]+){2,}=\S*", value):
         return True  # a scope (feature_flag:write), a dotted setting (sasl.jaas.config=...)
@@ -417,7 +432,7 @@ def _identifier(value: str) -> bool:
     if _is_keyword(value) or _folded(value) in _ABOUT:
         return True
     return any(p.fullmatch(value) for p in (_HOST, _VERSION, _DATE, _AMOUNT, _TICKET, _EMAIL)) or (
-        _SLUG.fullmatch(value) is not None and value.islower() and not _HEX.fullmatch(value)
+        _SLUG.fullmatch(value) is not None and value.islower() and not _random_slug(value)
     )
 
 
@@ -557,7 +572,11 @@ def _window(
                 return None  # "is in the vault", "jest w 1Password": where it is
             skip_next = True
             continue
+        if _MANAGERS.search(value):
+            return None  # "1Passwordista", "in Bitwarden": where it is, not what it is
         numeric = code and (connected or numbers)
+        if code and len(value) > 12 and not value.isdigit():
+            return None  # a code is short: what follows is something else (a digest, a key)
         if phrase and re.fullmatch(r"[^\W\d_]+\d*(?:[-_.][^\W\d_]+\d*){2,}", value):
             return where  # a passphrase of words: velvet-thunder-pocket-gravel
         if phrase and connected and folded not in _SKIP and folded not in _FUNCTION_WORDS:
@@ -574,7 +593,7 @@ def _window(
             return where
         if (
             numeric
-            and re.fullmatch(r"\d{3,}[#*]?|\d[0-9A-Za-z]{3,9}", value)
+            and re.fullmatch(r"\d{3,8}[#*]?|(?=.{4,10}$)\d+[A-Za-z][0-9A-Za-z]*", value)
             and not (_identifier(value))
         ):
             return where  # a door code: 27895#, 1615B
@@ -681,7 +700,7 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
     for k_start, k_end in _keywords(text):
         word = text[k_start:k_end].casefold().replace(" ", "-").replace("_", "-")
         kind = "password" if word not in _CODE_SET else "PIN or code"
-        if word.endswith(_CODE_ENDINGS):
+        if word.endswith(_CODE_ENDINGS) and word not in _PASSWORD_SET:
             kind = "PIN or code"
         if word in _KEY_SET:
             kind = "API key or token"
@@ -807,7 +826,7 @@ _SHORT_FLAG_COMMANDS = {
     "-p": ("mysql", "mariadb", "mysqldump", "mysqladmin", "sshpass", "docker", "podman",
            "influx", "mongo", "mongosh", "mongodump", "mongorestore", "helm", "nerdctl",
            "buildah", "skopeo", "oras", "crane", "az", "sqlplus", "isql", "clickhouse-client"),
-    "-P": ("sqlcmd", "bcp", "mysql", "osql"),
+    "-P": ("sqlcmd", "bcp", "mysql", "osql", "ipmitool"),
     "-a": ("redis-cli", "keydb-cli", "valkey-cli"),
     "-w": ("ldapsearch", "ldapmodify", "ldapadd", "ldapdelete", "ldappasswd", "ldapwhoami"),
 }  # fmt: skip
@@ -851,14 +870,19 @@ _COMMANDS = re.compile(
     r"|/user:\S+\s+(?P<c>[^\s/]\S+)"
     r"|(?:^|\s)[\w.*\-]+:(?:\d+|\*):[\w.*\-]+:[\w.*\-]+:(?P<d>\S+)$"
     r"|(?i:with\s+password\s+)[\"'](?P<e>[^\"'\n]{3,})[\"']"
-    r"|(?i:identified\s+by\s+)[\"'](?P<f>[^\"'\n]{3,})[\"']",
+    r"|(?i:identified\s+by\s+)[\"'](?P<f>[^\"'\n]{3,})[\"']"
+    r"|sqlplus\s+\w+/(?P<g>[^@\s]{3,})@"
+    r"|ConvertTo-SecureString\s+[\"'](?P<h>[^\"'\n]{3,})[\"']"
+    r"|(?:^|\s)(?:enable\s+)?secret\s+\d\s+(?P<i>\S{4,})"
+    r"|snmp-server\s+community\s+(?P<j>\S{4,})"
+    r"|(?<![\d-])(?P<k>\d{6}(?:-\d{6}){7})(?![\d-])",
     re.MULTILINE,
 )
 
 
 def _commands(text: str) -> Iterator[tuple[str, int, int]]:
     for match in _COMMANDS.finditer(text):
-        group = next(g for g in "abcdef" if match.group(g) is not None)
+        group = next(g for g in "abcdefghijk" if match.group(g) is not None)
         if not placeholder(match.group(group)):
             yield "password", *match.span(group)
 
@@ -867,7 +891,8 @@ def _commands(text: str) -> Iterator[tuple[str, int, int]]:
 _HEADER = re.compile(
     r"(?i:authorization|proxy-authorization)\s*:\s*(?!basic\b|bearer\b)[A-Za-z][\w-]*\s+"
     r"(?P<a>[A-Za-z0-9._~+/=\-]{12,})"
-    r"|\bX-[\w-]*(?i:key|token|secret|team|auth|signature|session|api)[\w-]*\s*:\s*"
+    r"|(?:\bX-|\b(?i:private|api|access|auth)-)[\w-]*(?i:key|token|secret|team|auth|signature"
+    r"|session|api)[\w-]*\s*:\s*"
     r"(?P<b>[A-Za-z0-9._~+/=\-]{12,})"
 )
 # A credential in an XML element: <password>X</password>, <apiKey>X</apiKey>.
@@ -899,6 +924,9 @@ def _headers_and_markup(text: str) -> Iterator[tuple[str, int, int]]:
 
 
 # An account and its password, with no word for it: "(admin / X)", "admin:X".
+_USER_PASS = re.compile(
+    r"(?i:\bu(?:ser)?|login)\s*[:=]\s*\S+[\s,;]+(?i:p(?:w|wd|ass)?)\s*[:=]\s*(?P<v>\S{4,})"
+)
 _PAIR = re.compile(
     r"(?<![\w@.])(?i:admin|administrator|root|ubnt|pi|sa|postgres|oracle|guest|elastic"
     r"|grafana|jenkins|rabbit|superuser)(?:\s*(?:/|:)\s*|\s+(?:is|=)\s+)[`'\"]?"
@@ -907,6 +935,9 @@ _PAIR = re.compile(
 
 
 def _pairs(text: str) -> Iterator[tuple[str, int, int]]:
+    for match in _USER_PASS.finditer(text):
+        if not not_a_value(match.group("v")):
+            yield "password", *match.span("v")
     for match in _PAIR.finditer(text):
         value = match.group("v")
         if _secret_looking(value, code=False) and not value.isdigit():
@@ -924,6 +955,8 @@ _PREFIXES = (
     "CLOJARS_", "ghr_", "glpat-", "gldt-", "glrt-", "glcbt-", "xoxe.", "xoxe-", "sk_live_",
     "rk_live_", "whsec_", "EAACEdEose0cBA", "AIza", "ya29.", "yc_", "pat", "oy2", "hf_",
     "nvapi-", "r8_", "gsk_", "csk-", "xai-", "fw_", "pplx-", "sk-or-v1-", "tvly-", "lsv2_",
+    "hcaik_", "hcxik_", "squ_", "sqp_", "sqa_", "phx_", "v4.local.", "v4.public.", "v3.local.",
+    "v2.local.", "v2.public.",
 )  # fmt: skip
 _PREFIXED = re.compile(
     r"(?<![\w.\-])(?:" + "|".join(re.escape(p) for p in _PREFIXES) + r")[A-Za-z0-9_\-.]{12,}"
@@ -1062,7 +1095,10 @@ def public_spans(text: str) -> list[tuple[int, int]]:
 # and cards), a flag, a separator, a long word (provider prefixes).
 _FOUR_DIGITS = re.compile(r"\d\D{0,8}\d\D{0,8}\d\D{0,8}\d")
 _LONG_WORD = re.compile(r"[A-Za-z0-9_\-.]{14,}")
-_COMMAND_WORDS = ("htpasswd", "change_password", "/user:", "password", "identified")
+_COMMAND_WORDS = (
+    "htpasswd", "change_password", "/user:", "password", "identified", "sqlplus",
+    "securestring", "secret ", "community", "-",
+)  # fmt: skip
 
 
 # Number words that are also common words elsewhere ("en", "to", "et", "hat"): a run of
@@ -1076,6 +1112,8 @@ _AMBIGUOUS_NUMBERS = frozenset(
 
 def _spoken(text: str) -> Iterator[tuple[str, int, int]]:
     """Four digits or more said as words, in a row: a code read out ("zwei acht null fünf")."""
+    if len(_NUMBER_SEARCH.findall(lowered(text))) < 4:
+        return
     words = list(_TOKEN.finditer(text))
     at = 0
     while at < len(words):
@@ -1097,6 +1135,34 @@ def _spoken(text: str) -> Iterator[tuple[str, int, int]]:
         at += 1
 
 
+# A password's own look: letters of both cases, a digit and a symbol that names and ids do
+# not use. Such a word is a password wherever it stands ("idrac root GTLZ!M0uk#n#Q9XMp32=").
+_OWN_LOOK = re.compile(r"[^\s\"'`()\[\]{}<>]{8,64}")
+_PASSWORD_SYMBOLS = set("!#$%^&*?~|")  # not "+", "/" nor "=": base64 has those
+
+
+# A symbol between two letters or digits: what every word of a password's look holds.
+_SYMBOL_INSIDE = re.compile(r"\w[!#$%^&*?~|]+\w")
+
+
+def _looks_like_a_password(text: str) -> Iterator[tuple[str, int, int]]:
+    if _SYMBOL_INSIDE.search(text) is None:
+        return
+    for match in _OWN_LOOK.finditer(text):
+        value = match.group().rstrip(".,;:!?")
+        if value[0] in "!$#@":
+            continue  # a Matrix id: !room, $event, #alias, @user
+        body = value.rstrip("=")
+        lower, upper, digit, _ = _classes(body)
+        if not (lower and upper and digit and any(c in _PASSWORD_SYMBOLS for c in body)):
+            continue
+        if "://" in value or "/" in value or "\\" in value or "@" in value.lstrip("@")[1:]:
+            continue  # a URL, a path, an address
+        if _identifier(value) or re.search(r"[$%]\{|\{\{|\$\(|&&|\|\|", value):
+            continue
+        yield "password", match.start(), match.start() + len(value)
+
+
 def chat_secrets(text: str) -> list[tuple[str, int, int]]:
     """The credentials said in ``text`` as chat says them: (kind, start, end), in the order
     the rules find them (they may overlap; the caller keeps the first). Never raises."""
@@ -1114,6 +1180,7 @@ def chat_secrets(text: str) -> list[tuple[str, int, int]]:
     found += _pairs(text)
     found += _spoken(text)
     found += _headers_and_markup(text)
+    found += _looks_like_a_password(text)
     if _LONG_WORD.search(text):
         found += _prefixed(text)
     found += _wrapped(text, found)
