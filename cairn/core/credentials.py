@@ -93,6 +93,13 @@ _NUMBER_WORDS = frozenset(
 )
 # Digits as CJK numerals or Sino-Korean words: 八三五零六二, 일구팔사.
 _CJK_DIGITS = re.compile(r"[〇零一二三四五六七八九两]{4,}|[공영일이삼사오육칠팔구]{4,}")
+# What a code must open, said just before "code", for the English word to name a credential.
+_OPENS = re.compile(
+    r"(?i)\b(?:door|gate|alarm|safe|lock|access|entry|security|entrance|building|keypad"
+    r"|garage|wi-?fi|wlan|verification|login|unlock|backup|recovery|pin|otp|2fa|mfa|auth"
+    r"|one-time|sms|confirmation|vault|padlock|combination|key ?box|lock ?box|digicode|porte"
+    r"|server ?room|cage|rack|locker|cabinet|mailbox|voicemail|disarm|arm)\W+(?:\w+\W+)?$"
+)
 # Codes of a card: CVV, CVC.
 _CARD_CODES = frozenset({"cvv", "cvc", "cvv2", "cvc2", "csc"})
 # "recovery codes", "seed phrase": every code-like word after one of these is a credential.
@@ -725,7 +732,13 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
         if inside:
             end += inside.end()
         # A code word of its own ("PIN", "Türcode", "ajtókód") takes a number at once; the
-        # English and French "code" waits for a connector ("the door code is 4711").
+        # English and French "code" waits for a connector ("the door code is 4711"), and is
+        # a credential only when a word before it says what it opens: a payroll, project,
+        # area or promo code is not one.
+        if _folded(word) in {"code", "codes"} and not _OPENS.search(
+            text, max(0, k_start - 30), k_start
+        ):
+            continue
         strong = word in _STRONG_CODES or (
             kind == "PIN or code" and _folded(word) not in {"code", "codes", "code-pin"}
         )
