@@ -428,6 +428,8 @@ def _identifier(value: str) -> bool:
         return True  # a hash, named by its algorithm
     if re.fullmatch(r"[a-z_.]+:[a-z_.*]+|[a-z]+(?:\.[a-z]+){2,}=\S*", value):
         return True  # a scope (feature_flag:write), a dotted setting (sasl.jaas.config=...)
+    if re.fullmatch(r"[A-Za-z_][\w.]*\(.*\)", value):
+        return True  # a call in code: retrieve_artifact("..."), getenv("X")
     if value[0] == "-" or re.search(r"\[[A-Za-z0-9_\-]+\]\{|\\[dws]", value):
         return True  # a flag; a regular expression
     if re.search(
@@ -673,6 +675,9 @@ def said_of_something_else(text: str, k_start: int, k_end: int) -> bool:
     ):
         return True  # inside a name: kms-key-prod-eu
     before = re.search(r"([^\W_]+)[\s_\-]*$", text[max(0, k_start - 30) : k_start])
+    previous = text[max(0, k_start - 30) : k_start].split()
+    if previous and re.fullmatch(r"\d[\d,]*(?:\.\d+)?[kKmM]?", previous[-1]):
+        return True  # a count: "11999 tokens", "3 keys"
     return before is not None and _folded(before.group(1)) in _QUALIFIERS
 
 
