@@ -428,7 +428,7 @@ def _identifier(value: str) -> bool:
         return True  # a hash, named by its algorithm
     if re.fullmatch(r"[a-z_.]+:[a-z_.*]+|[a-z]+(?:\.[a-z]+){2,}=\S*", value):
         return True  # a scope (feature_flag:write), a dotted setting (sasl.jaas.config=...)
-    if re.fullmatch(r"[A-Za-z_][\w.]*\(.*\)", value):
+    if re.match(r"[A-Za-z_][\w.]*\([\"'\w]", value) and "(" not in value[:2]:
         return True  # a call in code: retrieve_artifact("..."), getenv("X")
     if value[0] == "-" or re.search(r"\[[A-Za-z0-9_\-]+\]\{|\\[dws]", value):
         return True  # a flag; a regular expression
