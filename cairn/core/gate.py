@@ -228,32 +228,30 @@ def _passes(text: str) -> bool:
     return kept is text or kept == text
 
 
-def _unchanged(value: Any) -> bool:
-    """Whether the gate leaves every string in the JSON-like ``value`` as it is (walked
-    without recursion or copies: most values written pass unchanged)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if not _passes(item):
-                return False
-        elif isinstance(item, dict):
-            for key, inner in item.items():
-                if isinstance(key, str) and not _passes(key):
-                    return False
-                stack.append(inner)
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return True
-
-
-def _rebuilt(value: Any) -> Any:
+def _gated_tree(value: Any) -> Any:
+    """``value`` with every string gated, in one pass: a list or dict in which nothing
+    changed comes back as the same object, so only the path to a changed string is copied."""
     if isinstance(value, str):
-        return gated(value)
+        return value if _passes(value) else gated(value)
     if isinstance(value, dict):
-        return {gated(k) if isinstance(k, str) else k: _rebuilt(v) for k, v in value.items()}
+        changed: dict[Any, Any] | None = None
+        for at, (key, item) in enumerate(value.items()):
+            new_key = key if not isinstance(key, str) or _passes(key) else gated(key)
+            new_item = _gated_tree(item)
+            if changed is None and (new_key is not key or new_item is not item):
+                changed = dict(list(value.items())[:at])
+            if changed is not None:
+                changed[new_key] = new_item
+        return value if changed is None else changed
     if isinstance(value, list | tuple):
-        return [_rebuilt(v) for v in value]
+        items: list[Any] | None = None
+        for at, item in enumerate(value):
+            new_item = _gated_tree(item)
+            if items is None and new_item is not item:
+                items = list(value[:at])
+            if items is not None:
+                items.append(new_item)
+        return value if items is None else items
     return value
 
 
@@ -261,4 +259,4 @@ def gated_data(value: Any) -> Any:
     """A JSON-like ``value`` with every string in it gated, keys included; other values are
     kept as they are, and a value in which nothing changes comes back as the same object.
     Never raises."""
-    return value if _unchanged(value) else _rebuilt(value)
+    return _gated_tree(value)
