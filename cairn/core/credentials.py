@@ -1168,8 +1168,8 @@ def _looks_like_a_password(text: str) -> Iterator[tuple[str, int, int]]:
         return
     for match in _OWN_LOOK.finditer(text):
         value = match.group().rstrip(".,;:!?")
-        if value[0] in "!$#@":
-            continue  # a Matrix id: !room, $event, #alias, @user
+        if value[0] in "!$#@" or len(value) < 10 or not value.isascii():
+            continue  # a Matrix id (!room, $event, #alias, @user); too short; not typed so
         body = value.rstrip("=")
         lower, upper, digit, _ = _classes(body)
         if not (lower and upper and digit and any(c in _PASSWORD_SYMBOLS for c in body)):
