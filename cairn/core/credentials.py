@@ -805,7 +805,9 @@ def _credential_name(name: str) -> bool:
     return any(p in _CREDENTIAL_PARTS or any(s in p for s in _STEMS) for p in parts)
 
 
-def _long_random(value: str) -> bool:
+def _mixed_and_long(value: str) -> bool:
+    """Whether ``value`` is 20 characters or more of digits and both cases (not the URL
+    rule's _long_random in cairn.core.secrets, which asks less)."""
     lower, upper, digit, _ = _classes(value)
     return len(value) >= 20 and digit and lower and upper
 
@@ -822,7 +824,7 @@ def _assignments(text: str) -> Iterator[tuple[str, int, int]]:
             continue
         if (value.isdigit() and len(value) < 4) or value.casefold() in {"true", "false", "none"}:
             continue
-        if "://" in value or value[0] in "/~$%" or ("/" in value and not _long_random(value)):
+        if "://" in value or value[0] in "/~$%" or ("/" in value and not _mixed_and_long(value)):
             continue  # a URL (its own rule reads it), a path, a variable, a reference
         if _identifier(value) and not _secret_looking(value, code=False):
             continue  # a name: pg-app-credentials, ecr-login
