@@ -32,6 +32,7 @@ from typing import Any
 
 __all__ = [
     "chat_secrets",
+    "descriptive",
     "literal_alternation",
     "lowered",
     "not_a_value",
@@ -45,7 +46,7 @@ __all__ = [
 _PASSWORD_WORDS = """
     password passwort passwd passwrod pasword passwrd passowrd paswd paswoord psw pwd
     contra šifra sifra lozinka лозинка пасс пін parool parole slaptažodis slaptazodis
-    passu tunnari パス พาสเวิร์ด clau hemlighet hemligheten neno-la-siri neno-siri پسورد
+    passu tunnari パス พาสเวิร์ด clau hemlighet hemligheten neno-la-siri neno-siri پسورد رمز رمزش
     பாஸ்வேர்ட் கடவுச்சொல் पासवर्ड passw0rd
     passcode passphrase pass pwd pw pword
     kennwort zugangsdaten zugangscode mot-de-passe mdp identifiants contraseña contrasena
@@ -54,6 +55,7 @@ _PASSWORD_WORDS = """
     sifresi lösenord losenord lösenordet adgangskode kodeord passord salasana tunnus heslo hesla
     jelszó jelszo jelszava geslo lozinka lozinku κωδικός κωδικος συνθηματικό סיסמה סיסמא הסיסמה
     sandi kata-sandi katasandi kata-laluan nenosiri neno-siri pasahitza contrasenya wpa2 wpa
+    passfrase passfras passfrasen lösenfras losenfras salasanalause wachtzin
     wpa-psk psk пароль пароля паролем пароли парола гасло гасла кодове přihlašovací-údaje
     prihlasovaci-udaje كلمة-المرور كلمة-السر كلمة-سر كلمه-سر كلمةالمرور رمز-عبور رمزعبور گذرواژه
     पासवर्ड पासकोड পাসওয়ার্ড รหัสผ่าน รหัส mật-khẩu matkhau パスワード 密码 密碼 口令 비밀번호 비번 암호
@@ -61,7 +63,8 @@ _PASSWORD_WORDS = """
 # What a PIN or a numeric code is called: a number after one of these is a credential.
 _CODE_WORDS = """
     pin pincode pin-code passcode code-pin otp tan codice kod kodu koden kode koodi código
-    codigo code larmkod larmkoden alarmcode alarmkod türcode turcode pinkod pinkoden пин пин-код
+    codigo code cid セキュリティコード 安全码 보안코드 security-code código-de-seguridad larmkod
+    larmkoden alarmcode alarmkod türcode turcode pinkod pinkoden пин пин-код
     код digicode puk cvv cvc cvv2 cvc2 csc tür-code kód kódja kódot codi کد কোড รหัสประตู κωδικός
     קוד कोड 暗証番号 비밀코드
 """.split()  # noqa: SIM905 (a word list reads best as prose)
@@ -70,7 +73,7 @@ _KEY_WORDS = """
     token tokens secret secrets apikey api-key api_key key keys credential credentials creds dsn
     signature sig hmac bearer jwt clé cle schlüssel schluessel chave chiave sleutel klucz
     anahtar nyckel nøgle nokkel avain kulcs ključ ключ токен секрет টোকেন κλειδί מפתח مفتاح
-    सीक्रेट キー トークン 密钥 令牌 키 토큰
+    सीक्रेट キー トークン 密钥 令牌 키 토큰 シークレット 秘钥 秘密鍵 시크릿 비밀키
 """.split()  # noqa: SIM905 (a word list reads best as prose)
 # The digits as words, in the languages a door code is said in ("siete tres nueve uno").
 _NUMBER_WORDS = frozenset(
@@ -100,8 +103,24 @@ _OPENS = re.compile(
     r"|one-time|sms|confirmation|vault|padlock|combination|key ?box|lock ?box|digicode|porte"
     r"|server ?room|cage|rack|locker|cabinet|mailbox|voicemail|disarm|arm)\W+(?:\w+\W+)?$"
 )
+# A word for what a code opens, anywhere before it: "the keypad on the server room door ...
+# new code is 4304#".
+_OPENS_ANYWHERE = re.compile(
+    r"(?i)\b(?:door|doors|gate|alarm|safe|keypad|lock|padlock|locker|server ?room|tür|porte"
+    r"|puerta|porta|portão|alarme|alarma|allarme|tresor|coffre|caja fuerte|kluis|deur|drzwi"
+    r"|dörr|dør|sejf|lockbox|key ?box|cage)\b"
+)
+# The same, said after "code": "code de la porte", "código de la puerta", "Code für die Tür".
+_OPENS_AFTER = re.compile(
+    r"(?i)\W+(?:(?:de|du|of|for|to|für|zur|zum|der|des|da|do|della|del|dla|do|van|voor|för"
+    r"|til|the|la|le|el|die|l'|o|a)\W+){1,3}(?:porte|portail|puerta|porta|portão|portone"
+    r"|cancello|door|gate|tür|tor|deur|drzwi|dörr|dør|alarme|alarma|allarme|alarm|coffre"
+    r"|cofre|caja|safe|tresor|kluis|sejf|cadenas|candado|lucchetto|wifi|wi-fi|entrée|entrada"
+    r"|ingresso|eingang|ingang|wejścia|bâtiment|edificio|garage|garagem|local|salle|sala"
+    r"|armoire|armario|digicode|keypad|lock)"
+)
 # Codes of a card: CVV, CVC.
-_CARD_CODES = frozenset({"cvv", "cvc", "cvv2", "cvc2", "csc"})
+_CARD_CODES = frozenset({"cvv", "cvc", "cvv2", "cvc2", "csc", "cid"})
 # "recovery codes", "seed phrase": every code-like word after one of these is a credential.
 _LIST_WORDS = (
     "recovery code", "backup code", "backup-code", "recovery key", "recovery phrase",
@@ -110,6 +129,23 @@ _LIST_WORDS = (
     "codes de récupération", "códigos de recuperación", "códigos de backup", "backup words",
     "recovery words", "frase de recuperação", "frase semente", "palabras de recuperación",
     "ledger seed", "wallet words", "wiederherstellungsschlüssel", "seed:",
+    "codici di backup", "codici di recupero", "codes de secours", "codes de sauvegarde",
+    "códigos de respaldo", "códigos de recuperação", "kody zapasowe",
+    "kody odzyskiwania", "kody awaryjne", "herstelcodes", "back-upcodes", "reservekoder",
+    "reservkoder", "gjenopprettingskoder", "backupkoder", "varakoodit", "palautuskoodit",
+    "резервные коды", "коды восстановления", "резервні коди", "kurtarma kodları",
+    "yedek kodlar", "yedek kodları", "záložní kódy", "obnovovací kódy", "tartalék kódok",
+    "helyreállítási kód", "coduri de rezervă", "coduri de recuperare", "εφεδρικοί κωδικοί",
+    "קודי גיבוי", "رموز الاسترداد", "رموز احتياطية", "बैकअप कोड", "रिकवरी कोड", "mã dự phòng",
+    "mã khôi phục", "kode cadangan", "kode pemulihan", "รหัสสำรอง", "バックアップコード",
+    "リカバリーコード", "復旧コード", "リカバリコード", "备用码", "恢复码", "备份码", "備用碼",
+    "復原碼", "백업 코드", "복구 코드", "seed-phrase", "seedphrase", "сид-фраза",
+    "сид фраза", "seed-фраза", "seed фраза", "мнемоническая фраза", "мнемонічна фраза",
+    "frase seed", "frase semilla", "frase de recuperación", "frase mnemónica",
+    "phrase de récupération", "phrase mnémonique", "phrase seed", "herstelzin", "seed-zin",
+    "wiederherstellungsphrase", "frasa pemulihan", "助记词", "助記詞", "ニーモニック",
+    "シードフレーズ", "복구 문구", "시드 문구", "kurtarma ifadesi", "gjenopprettingsfrase",
+    "återställningsfras", "palautuslause", "fraza odzyskiwania", "fraza seed",
 )  # fmt: skip
 
 # Words that join a credential word to its value ("is", ":") in many languages; the value
@@ -121,6 +157,7 @@ _CONNECTORS = frozenset(
     is: är var blir er var blev oli jest są była będzie olarak dır dir idi это был была будет є
     був была это: είναι ήταν היא הוא هي هو है था थी là adalah ialah yaitu ni ay ialah ile és
     volt jsou bylo este fost er: er blev は が 是 为 為 는 은 이 가 입니다 です
+    it's it’s that's that’s here's here’s c'est c’est c'était c’était è sono
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # Words read past on the way to the value: articles, pronouns, particles, auxiliaries,
@@ -189,8 +226,15 @@ _QUALIFIERS = frozenset(
     source short qr bar barcode language currency color colour dial iso mcc tax vat swift bic
     branch airport product item sku order spki certificate cert ssl tls hpkp kms foreign-key
     fehler erreur ошибки
-        existing publishable sha sha256 sha1 md5 hashed
+        existing publishable sha sha256 sha1 md5 hashed invalid expired revoked missing
+        posta pocztowy pocztowego poštovní postale postal
         verify identité identity style hpkp dkim
+    """.split()  # noqa: SIM905 (a word list reads best as prose)
+)
+# Words after "code" or "key" that make it something else: "kod pocztowy", "código postal".
+_NAMED_AFTER = frozenset(
+    """
+    pocztowy pocztowego postal postale poštovní poštové postais pošte posta irányítószám
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # Words about a credential, not one: where it is, what happened to it, what it must be.
@@ -224,7 +268,7 @@ _ABOUT = frozenset(
 )
 # A value that is a placeholder or says where the secret is.
 _PLACEHOLDER = re.compile(
-    r"^(?:[$%<\[{]|\{\{|os\.|env\.|process\.env|secrets?\.|vault:|op://|ref\+|arn:|\*{3,}"
+    r"^(?:\$(?-i:[{(]|[A-Z_][A-Z0-9_]*(?![a-z0-9])|[a-z_][a-z0-9_]*$)|[%<\[{]|\{\{|os\.|env\.|process\.env|secrets?\.|vault:|op://|ref\+|arn:|\*{3,}"
     r"|(?:x{3,}[-_.]?)+$|y{3,}$|\.{3,}|•{3,}|redacted|hidden|masked|censored|example|placeholder"
     r"|replace[_-]?me|fixme|dummy|sample|test123|none|null|nil|true|false"
     r"|undefined|todo|tbd|ssh-(?:rsa|ed25519|dss)|ecdsa-sha2|sk-ssh|age1|sha256:|sha1:|md5:"
@@ -242,6 +286,8 @@ _PLACEHOLDER_PARTS = re.compile(
 )
 
 _TOKEN = re.compile(r"\S+")
+# A variable where a value would be: $DB_PASSWORD, ${X}, $(vault read ...); not "$4ffr0n.v0rt".
+_VARIABLE = re.compile(r"\$(?:[{(]|[A-Z_][A-Z0-9_]*(?![a-z0-9])|[a-z_][a-z0-9_]*$)")
 _EDGE = "\"'“”‘’«»()[]{}<>`「」『』"
 # Characters a password or key is written with besides letters and digits.
 _SYMBOLS = set("!@#$%^&*+=?~_|\\/.:-")
@@ -305,7 +351,11 @@ _NOT_CODES = re.compile(
     r"(?:bar|uni|op|de|en|qr|short|post|zip|geo|trans|hard|source|pseudo|micro|byte|area"
     r"|country|error|exit|status|promo|dis|color|colour|time|zeit|sort|fehler|fel|virhe|hata"
     r"|erreur|antwort|land|länder|laender|rabatt|gutschein|farb|ländercode|fout|hiba|chyb|pos"
-    r"|hiba|virhe)(?:code|kod|kód|koodi)"
+    r"|hiba|virhe|version|build|release|item|reason|return|response|result|currency|lang"
+    r"|language|locale|region|event|class|type|message|msg|reference|ref|http|exit|iso|unicode"
+    r"|barcode|qrcode|opcode|bytecode|sourcecode|hex|char|key|keys|scan|station|airport|city"
+    r"|product|sku|article|artikel|tracking|invite|referral|vendor|customer|client|account"
+    r"|zip|postal|post|sort|bank|routing|branch|swift|tax|vat|hs|naics|sic)(?:code|kod|kód|koodi)"
 )
 _NUMBER_SEARCH = re.compile(r"(?<!\w)(?:" + literal_alternation(_NUMBER_WORDS) + r")(?!\w)")
 _WORD_SEARCH = re.compile(literal_alternation(sorted(_ALL_WORDS | set(_CODE_ENDINGS))))
@@ -324,6 +374,12 @@ def _spaced_script(char: str) -> bool:
     return char.isascii() or "\u00c0" <= char <= "\u04ff"
 
 
+# Hebrew and Arabic join a few one-letter words to the next (ו "and", ה "the", ال "the"):
+# a credential word may follow those, and no other letters.
+_PREFIXED_SCRIPT = re.compile(r"[\u0590-\u06ff]")
+_WORD_PREFIXES = re.compile(r"[והבלמשכ]{1,3}|(?:[وفبلك]?(?:ال)?|[وف]?[بلك])")
+
+
 def _keywords(text: str) -> Iterator[tuple[int, int]]:
     """Where the credential words of ``text`` are: a word in a script that spaces its words
     must start a word (or follow ``_``, ``-``, a digit); one in another script may be joined
@@ -334,6 +390,12 @@ def _keywords(text: str) -> Iterator[tuple[int, int]]:
         start, end = match.span()
         before = text[start - 1] if start else ""
         if not (before and before.isalpha() and _spaced_script(low[start])):
+            if before.isalpha() and _PREFIXED_SCRIPT.match(low[start]):
+                begin = start
+                while begin > 0 and text[begin - 1].isalpha():
+                    begin -= 1
+                if not _WORD_PREFIXES.fullmatch(text[begin:start]):
+                    continue  # inside a longer word: מיקוד (a postal code) is not קוד
             yield start, end
             continue
         if match.group() in _CODE_ENDINGS or match.group().endswith(_CODE_ENDINGS):
@@ -342,6 +404,42 @@ def _keywords(text: str) -> Iterator[tuple[int, int]]:
                 begin -= 1
             if 3 <= start - begin <= 12 and not _NOT_CODES.fullmatch(low[begin:end]):
                 yield begin, end
+    yield from _mistyped(text)
+
+
+# The long words for a password, which people mistype ("Passwrot", "pasword", "contrasña"):
+# a word one typing slip from one of these (a letter added, lost, changed or two swapped)
+# counts as it.
+_TYPED_WORDS = (
+    "password", "passwort", "passwords", "wachtwoord", "contraseña", "contrasena", "kennwort",
+    "passphrase", "lösenord", "salasana", "adgangskode", "credentials", "zugangsdaten",
+)  # fmt: skip
+_TYPO_CANDIDATE = re.compile(r"(?i)(?<![^\W\d_])(?:pa|pw|wa|co|ke|lö|lo|sa|ad|cr|zu)[^\W\d_]{5,10}")
+
+
+def _one_slip(word: str, target: str) -> bool:
+    """Whether ``word`` is ``target`` with one letter added, lost or changed, or two
+    neighbours swapped."""
+    if word == target or abs(len(word) - len(target)) > 1:
+        return False
+    if len(word) == len(target):
+        diff = [i for i in range(len(word)) if word[i] != target[i]]
+        return len(diff) == 1 or (
+            len(diff) == 2
+            and diff[1] == diff[0] + 1
+            and word[diff[0]] == target[diff[1]]
+            and word[diff[1]] == target[diff[0]]
+        )
+    short, long_ = (word, target) if len(word) < len(target) else (target, word)
+    return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
+
+
+def _mistyped(text: str) -> Iterator[tuple[int, int]]:
+    """Where ``text`` holds a long credential word mistyped by one slip."""
+    for match in _TYPO_CANDIDATE.finditer(text):
+        word = match.group().casefold()
+        if word not in _ALL_WORDS and any(_one_slip(word, t) for t in _TYPED_WORDS):
+            yield match.span()
 
 
 def _is_keyword(value: str) -> bool:
@@ -365,7 +463,7 @@ _STRONG_CODES = frozenset(
 _FALSE_FRIENDS = re.compile(
     r"(?i)secretar|tokeni[sz]|passag|passeng|passion|passiv|passport|passat|passend|passier"
     r"|passé|passe-|keyboard|keynote|keystone|codec|coded|codeb|coder|codes?-?review|pinned"
-    r"|pinning|pink|pint|pine|signal|signed|signup|signin|siga|tokenomics|clavier"
+    r"|pinning|pink(?!od)|pint|pine|signal|signed|signup|signin|siga|tokenomics|clavier"
 )
 _LIST = re.compile(literal_alternation([w.casefold() for w in _LIST_WORDS]))
 
@@ -409,11 +507,28 @@ def _random_slug(value: str) -> bool:
     )
 
 
+_DOTTED = re.compile(r"[a-z][a-z_]*(?:\.[a-z_][A-Za-z_]*)+")
+
+
+def _re_dotted(value: str) -> bool:
+    """Whether ``value`` is a dotted name of letters with one part in camelCase or three
+    parts or more (auth.existingSecret, spring.datasource.password)."""
+    return _DOTTED.fullmatch(value) is not None and (
+        value.count(".") >= 2 or any(c.isupper() for c in value)
+    )
+
+
 def _identifier(value: str) -> bool:
     """Whether ``value`` is written as a host, path, address, version, date, amount, ticket,
     email or placeholder: something other than a credential."""
     if _PLACEHOLDER.match(value) or _PLACEHOLDER_PARTS.search(value):
         return True
+    if '":' in value or value[0] in ",;" or (value.startswith("eyJ") and "." not in value):
+        return True  # a piece of JSON; a JWT's header or claims alone (nothing signed)
+    if _re_dotted(value):
+        return True  # a setting's name: auth.existingSecret, spring.datasource.password
+    if re.fullmatch(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|#[0-9A-Fa-f]{3,8}", value):
+        return True  # a variable's name (DB_HOST), a colour (#0D1117)
     if "://" in value or value[0] in "/~" or value.startswith(("./", "..", "\\\\")):
         return True
     if re.fullmatch(
@@ -443,6 +558,19 @@ def _identifier(value: str) -> bool:
     return any(p.fullmatch(value) for p in (_HOST, _VERSION, _DATE, _AMOUNT, _TICKET, _EMAIL)) or (
         _SLUG.fullmatch(value) is not None and value.islower() and not _random_slug(value)
     )
+
+
+def _identifier_besides_slug(value: str) -> bool:
+    """Whether ``value`` is an identifier for a reason other than being words joined by
+    hyphens (a host, a version, a file, a credential word, a placeholder)."""
+    if _SLUG.fullmatch(value) and "." not in value:
+        return (
+            _folded(value) in _ABOUT
+            or _is_keyword(value)
+            or placeholder(value)
+            or any(_is_keyword(p) for p in re.split(r"[-_]", value))
+        )
+    return _identifier(value)
 
 
 def _secret_looking(value: str, *, code: bool) -> bool:
@@ -495,10 +623,24 @@ def _stated(value: str) -> bool:
         return False
     if value.isalpha() and value.islower() and len(value) < 8:
         return False  # a short plain word is more often a word than a password
-    return not re.search(
-        r"(?:ed|ing|ly|able|ible|ful|less|ive|ous|tion|ment|ness|iert|ado|ada|ido|ida|ée)$",
-        folded,
-    )
+    if re.fullmatch(r"[^\W\d_]+['’][^\W\d_]*", value) or '"' in value or value[0] in ",;:":
+        return False  # a word with an apostrophe (it's, don't), a piece of JSON
+    if value.isdigit() and len(value) == 4 and value[:2] in {"19", "20"}:
+        return False  # a year
+    return not descriptive(folded)
+
+
+# Endings of words that describe (participles, adverbs, adjectives, nouns of action) in the
+# languages the rules read: "expired", "scritta", "geändert", "cambiado", "rotation".
+_DESCRIPTIVE = re.compile(
+    r"(?:ed|ing|ly|able|ible|ful|less|ive|ous|tion|ment|ness|iert|ado|ada|ido|ida|ados|adas"
+    r"|idos|idas|ée|ées|és|ata|ato|ita|ito|uta|uto|tta|tto|ate|iti|ción|ção|zione)$"
+)
+
+
+def descriptive(word: str) -> bool:
+    """Whether the lower-case ``word`` ends as a word that describes rather than names."""
+    return _DESCRIPTIVE.search(word) is not None
 
 
 # Words that a passphrase of words would not hold but a sentence about one would.
@@ -531,9 +673,11 @@ def _window(
     same_line: bool = False,
     own: frozenset[str] = frozenset(),
     phrase: bool = False,
+    hyphened: bool = False,
 ) -> tuple[int, int] | None:
     """The value a credential word ending at ``start`` introduces, within the next words;
-    ``code``: a number of 4 to 10 digits counts; ``connected``: a connector came already."""
+    ``code``: a number of 4 to 10 digits counts; ``connected``: a connector came already;
+    ``hyphened``: words joined by hyphens count (a password's, not a key's)."""
     skip_next = False
     first = True  # no word of content yet: "password policy" is about passwords
     paired = False  # an account was named: the next key-like word is its password
@@ -558,17 +702,34 @@ def _window(
         if not value:
             connected = connected or raw.strip(_EDGE) in {":", "=", ":=", "=>"}
             continue
+        if count and not connected and "\n" in text[start : token.start()]:
+            return None  # a new line, and nothing said it holds the value: a log, a list
+        if (
+            len(value) > 3
+            and raw.strip("`'\"").endswith(":")
+            and not raw.endswith("::")
+            and folded not in _ABOUT
+            and folded not in _QUALIFIERS
+        ):
+            connected, skip_next = True, False
+            continue  # a label (auth.existingSecret:, "user":): what it names comes next
+        if not code and re.fullmatch(r"[0-9a-f]{7,12}", value):
+            return None  # a commit (8356b7c69): a key is longer
         if folded in own:
             connected = True
             continue
         if folded in _CONNECTORS or folded.rstrip(":=") in _CONNECTORS:
-            if (count == 0 or value not in {"-", "—", "–"}) and count <= 5:
+            dash = value in {"-", "—", "–"}
+            if (
+                not dash or (count == 0 and "\n" not in text[start : token.start()])
+            ) and count <= 5:
                 connected = True  # a dash joins only right after; "is" only near the word
             continue
         where = (token.start() + offset, token.start() + offset + len(value))
         if skip_next:
             skip_next = False
             if not _strict(value):
+                connected = connected or raw.rstrip(_EDGE).endswith((":", "="))
                 continue  # "for the nas", "на роутере": what it is for
             return where  # "changed to X", "поменял на X"
         if folded in _SKIP:
@@ -586,7 +747,11 @@ def _window(
         numeric = code and (connected or numbers)
         if code and len(value) > 12 and not value.isdigit():
             return None  # a code is short: what follows is something else (a digest, a key)
-        if phrase and re.fullmatch(r"[^\W\d_]+\d*(?:[-_.][^\W\d_]+\d*){2,}", value):
+        if (
+            (phrase or ((connected or count == 0) and hyphened))
+            and re.fullmatch(r"[^\W\d_]+\d*(?:[-_.][^\W\d_]+\d*){2,}", value)
+            and not _identifier_besides_slug(value)
+        ):
             return where  # a passphrase of words: velvet-thunder-pocket-gravel
         if phrase and connected and folded not in _SKIP and folded not in _FUNCTION_WORDS:
             words = re.match(r"(?:[^\W\d_]+\d*[ \u3000]+){2,9}[^\W\d_]+\d*", text[where[0] :])
@@ -644,7 +809,11 @@ def _in_template(text: str, at: int) -> bool:
 
 
 # "sha256 of the leaked token": what follows is a hash of the credential.
-_HASH_OF = re.compile(r"(?i)\b(?:sha\d*|md5|hash|checksum|digest|fingerprint)\b\W+(?:\w+\W+){0,3}$")
+_HASH_OF = re.compile(
+    r"(?i)\b(?:sha\d*|md5|hash|checksum|digest|fingerprint|huella|empreinte|fingerabdruck"
+    r"|impronta|impressão|odcisk|отпечаток|відбиток|vingerafdruk|fingeravtryck|parmak)\b"
+    r"\W+(?:\w+\W+){0,3}$"
+)
 
 
 def said_of_something_else(text: str, k_start: int, k_end: int) -> bool:
@@ -674,9 +843,12 @@ def said_of_something_else(text: str, k_start: int, k_end: int) -> bool:
         and (k_start and text[k_start - 1] == "-")
     ):
         return True  # inside a name: kms-key-prod-eu
+    after = re.match(r"\s*([^\W\d_]+)", text[k_end : k_end + 30])
+    if after is not None and _folded(after.group(1)) in _NAMED_AFTER:
+        return True  # "kod pocztowy", "code postal": named by the word after it
     before = re.search(r"([^\W_]+)[\s_\-]*$", text[max(0, k_start - 30) : k_start])
     previous = text[max(0, k_start - 30) : k_start].split()
-    if previous and re.fullmatch(r"\d[\d,]*(?:\.\d+)?[kKmM]?", previous[-1]):
+    if previous and re.fullmatch(r"\d(?:[\d,]*\d)?(?:\.\d+)?[kKmM]?", previous[-1]):
         return True  # a count: "11999 tokens", "3 keys"
     return before is not None and _folded(before.group(1)) in _QUALIFIERS
 
@@ -702,7 +874,8 @@ def _said_before(text: str, k_start: int) -> tuple[int, int] | None:
         lower, upper, digit, _ = _classes(value)
         symbol = any(c in "!@#$%^&*+?~|\\" for c in value)
         strong = len(value) >= 8 and (symbol or (digit and lower and upper))
-        if strong and _secret_looking(value, code=False) and not _identifier(value):
+        quoted = "'" in value or '"' in value  # 'app'@'10.0.4.12': an account and its host
+        if strong and not quoted and _secret_looking(value, code=False) and not _identifier(value):
             start = word.start() + offset
             return start, start + len(value)
     return None
@@ -740,8 +913,18 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
         # English and French "code" waits for a connector ("the door code is 4711"), and is
         # a credential only when a word before it says what it opens: a payroll, project,
         # area or promo code is not one.
-        if _folded(word) in {"code", "codes"} and not _OPENS.search(
-            text, max(0, k_start - 30), k_start
+        opens = _OPENS_AFTER.match(text, end) if _folded(word) in {"code", "codes"} else None
+        if opens is not None:
+            end = opens.end()  # "code de la porte": the value comes after what it opens
+        elif (
+            _folded(word) in {"code", "codes"}
+            and not _OPENS.search(text, max(0, k_start - 30), k_start)
+            and not (
+                _OPENS_ANYWHERE.search(text, max(0, k_start - 150), k_start)
+                and re.match(
+                    r"\W*(?:is|:|=|now|is now|ist|est|es|é)\W+\d{4,8}[#*]?(?!\w)", text[end:]
+                )
+            )
         ):
             continue
         strong = word in _STRONG_CODES or (
@@ -754,7 +937,8 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             connected=bool(inside) or strong,
             same_line=inside is not None and "=" in inside.group(),
             own=_OWN_CONNECTORS.get(_folded(text[k_start:k_end]), frozenset()),
-            phrase="phrase" in _folded(text[max(0, k_start - 40) : end]),
+            phrase=any(w in _folded(text[max(0, k_start - 40) : end]) for w in _PHRASE_WORDS),
+            hyphened=kind == "password",
         )
         if found is None and kind != "API key or token":
             digits = _CJK_DIGITS.search(text, end, end + 24)
@@ -762,6 +946,9 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
                 found = digits.span()
         if found is None and kind == "password":
             found = _said_before(text, k_start)
+        said = text[found[0] : found[1]] if found is not None else ""
+        if kind == "API key or token" and said.isdigit() and len(said) <= 4:
+            continue  # a short number is not a key: "the key of 2022"
         if found is not None:
             yield kind, *found
 
@@ -800,6 +987,8 @@ _STEMS = ("password", "passwd", "passphrase", "secret", "token", "apikey", "pwd"
 
 def _credential_name(name: str) -> bool:
     parts = [p.casefold() for p in _NAME_PARTS.findall(name)]
+    if parts[-2:] in (["session", "id"], ["sess", "id"]):
+        return True  # a session's id is its credential
     if not parts or parts[-1] in _OTHER_PARTS or any(p in _QUALIFIERS for p in parts):
         return False
     return any(p in _CREDENTIAL_PARTS or any(s in p for s in _STEMS) for p in parts)
@@ -812,25 +1001,40 @@ def _mixed_and_long(value: str) -> bool:
     return len(value) >= 20 and digit and lower and upper
 
 
+# Values that say whether a setting is on, not what a secret is: "(using password: YES)".
+_SWITCHES = frozenset(
+    ["true", "false", "none", "yes", "no", "on", "off", "null", "nil", "required", "optional"]
+)
+
+
 def _assignments(text: str) -> Iterator[tuple[str, int, int]]:
     if "=" not in text and ":" not in text:
         return
     for match in _ASSIGNED.finditer(text):
         if not _credential_name(match.group("name")):
             continue
+        if match.group("name").casefold() in {"cookie", "set-cookie"}:
+            continue  # a cookie header: its pairs are read one by one (_headers_and_markup)
         group = "q" if match.group("q") is not None else "v"
         value = match.group(group)
+        if group == "v" and value.endswith(")") and "(" not in value:
+            value = value[:-1]  # "(using password: YES)": the bracket closes the sentence's
         if _PLACEHOLDER.match(value) or _PLACEHOLDER_PARTS.search(value) or len(set(value)) == 1:
             continue
-        if (value.isdigit() and len(value) < 4) or value.casefold() in {"true", "false", "none"}:
+        if (value.isdigit() and len(value) < 4) or value.casefold() in _SWITCHES:
             continue
-        if "://" in value or value[0] in "/~$%" or ("/" in value and not _mixed_and_long(value)):
+        if (
+            "://" in value
+            or value[0] in "/~%"
+            or _VARIABLE.match(value)
+            or ("/" in value and not _mixed_and_long(value))
+        ):
             continue  # a URL (its own rule reads it), a path, a variable, a reference
         if _identifier(value) and not _secret_looking(value, code=False):
             continue  # a name: pg-app-credentials, ecr-login
         if group == "v" and value.isalpha() and not _stated(value):
             continue  # "token: see vault", "password: required"
-        yield "credential in a setting", *match.span(group)
+        yield "credential in a setting", match.start(group), match.start(group) + len(value)
 
 
 # Password flags of common commands: the value after them is a password or a token.
@@ -852,6 +1056,10 @@ _SHORT_FLAG_COMMANDS = {
 }  # fmt: skip
 
 
+# A user given before a password flag: "-u czujniki -P X", "--username ops -p X".
+_USER_FLAG = re.compile(r"(?:^|\s)(?:-u|-U|--user|--username|--login)[\s=]+\S+\s*$")
+
+
 def _command_of(text: str, at: int) -> str:
     """The words before position ``at`` on its command line (since the line, a pipe or a
     semicolon began), each without its path."""
@@ -865,16 +1073,23 @@ def _flags(text: str) -> Iterator[tuple[str, int, int]]:
         value = match.group("v")
         flag = match.group("flag")
         short = flag in _SHORT_FLAG_COMMANDS
-        if short and not any(
-            word.startswith(_SHORT_FLAG_COMMANDS[flag])
-            for word in _command_of(text, match.start("flag")).split()
+        command = _command_of(text, match.start("flag"))
+        if (
+            short
+            and not any(word.startswith(_SHORT_FLAG_COMMANDS[flag]) for word in command.split())
+            and not (flag in {"-p", "-P"} and _USER_FLAG.search(command))
         ):
-            continue
+            continue  # -p, -P after a user flag (-u ops, --user ops) is a password anywhere
         if short and (value.isdigit() or (":" in value and value.replace(":", "").isdigit())):
             continue  # a port, a port mapping
         if short and not _secret_looking(value, code=False):
             continue
-        if _PLACEHOLDER.match(value) or value[0] in "/~$%" or "://" in value:
+        if (
+            _PLACEHOLDER.match(value)
+            or value[0] in "/~%"
+            or _VARIABLE.match(value)
+            or "://" in value
+        ):
             continue
         yield "password", *match.span("v")
     for match in re.finditer(r"echo\s+[\"']?(?P<v>[^\s\"'|]{4,})[\"']?\s*\|\s*sudo\s+-S", text):
@@ -888,21 +1103,27 @@ _COMMANDS = re.compile(
     r"htpasswd\s+(?:-\w+\s+)*-\w*b\w*\s+(?:-\w+\s+)*\S+\s+\S+\s+(?P<a>\S+)"
     r"|change_password\s+\S+\s+(?P<b>\S+)"
     r"|/user:\S+\s+(?P<c>[^\s/]\S+)"
-    r"|(?:^|\s)[\w.*\-]+:(?:\d+|\*):[\w.*\-]+:[\w.*\-]+:(?P<d>\S+)$"
+    r"|(?:^|\s)[`'\"]?[\w.*\-]+:(?:\d+|\*):[\w.*\-]+:[\w.*\-]+:(?P<d>[^\s`'\"]+)[`'\"]?$"
     r"|(?i:with\s+password\s+)[\"'](?P<e>[^\"'\n]{3,})[\"']"
     r"|(?i:identified\s+by\s+)[\"'](?P<f>[^\"'\n]{3,})[\"']"
     r"|sqlplus\s+\w+/(?P<g>[^@\s]{3,})@"
     r"|ConvertTo-SecureString\s+[\"'](?P<h>[^\"'\n]{3,})[\"']"
     r"|(?:^|\s)(?:enable\s+)?secret\s+\d\s+(?P<i>\S{4,})"
     r"|snmp-server\s+community\s+(?P<j>\S{4,})"
-    r"|(?<![\d-])(?P<k>\d{6}(?:-\d{6}){7})(?![\d-])",
+    r"|(?<![\d-])(?P<k>\d{6}(?:-\d{6}){7})(?![\d-])"
+    r"|(?:^|\s)ssh\s+(?:-\w+\s+)*[\w.\-]+@[\w.\-:\[\]]+\s+[\"'`]?(?P<l>[^\s\"'`]{6,})"
+    r"|(?i:net\s+use)\s+(?:[A-Za-z]:\s+)?\\\\\S+\s+(?P<m>[^\s/]\S{3,})",
     re.MULTILINE,
 )
 
 
 def _commands(text: str) -> Iterator[tuple[str, int, int]]:
     for match in _COMMANDS.finditer(text):
-        group = next(g for g in "abcdefghijk" if match.group(g) is not None)
+        group = next(g for g in "abcdefghijklm" if match.group(g) is not None)
+        if group == "l" and not _strict(match.group(group)):
+            continue  # ssh user@host uptime: a command run there, not its password
+        if group == "d" and re.search(r"(?:[0-9A-Fa-f]{2}:){4}", match.group()):
+            continue  # a fingerprint (14:58:A5:61:...), not a .pgpass line
         if not placeholder(match.group(group)):
             yield "password", *match.span(group)
 
@@ -925,7 +1146,21 @@ _WITH = re.compile(
 )
 
 
+# A cookie header's pairs: a long value of one is a session, whatever the cookie is named.
+_COOKIE = re.compile(r"(?i:\b(?:set-)?cookie)\s*:\s*(?P<pairs>[^\n]+)")
+_COOKIE_PAIR = re.compile(r"(?:^|;)\s*[\w.\-]+=(?P<v>[^;\s]{16,})")
+
+
 def _headers_and_markup(text: str) -> Iterator[tuple[str, int, int]]:
+    if ":" in text and "ookie" in text.lower():
+        for header in _COOKIE.finditer(text):
+            at = header.start("pairs")
+            for pair in _COOKIE_PAIR.finditer(header.group("pairs")):
+                value = pair.group("v")
+                if (_secret_looking(value, code=False) or len(value) >= 24) and not placeholder(
+                    value
+                ):
+                    yield "session cookie", at + pair.start("v"), at + pair.end("v")
     if ":" in text:
         for match in _HEADER.finditer(text):
             group = "a" if match.group("a") else "b"
@@ -954,7 +1189,25 @@ _PAIR = re.compile(
 )
 
 
+# An account, then its password after a slash or on the next line, with no word for it:
+# "ketoan01 / Mango-459-nebula", "sysadmin Zephyr-753-marmot_", "jdoe.admin\nGravel-62x".
+_ACCOUNT_THEN = re.compile(
+    r"(?<![\w@/.:-])(?P<u>[a-z][\w.\-@]{2,40})(?:[ \t]+(?P<s>/)[ \t]+|[ \t]*\n[ \t]*)"
+    r"[`'\"]?(?P<v>[^\s`'\"]{8,64})"
+    r"|(?<![\w@/.:-])(?P<a>[\w.\-]*(?i:admin|root|svc|sysop|superuser)[\w.\-]*)[ \t]+"
+    r"[`'\"]?(?P<w>[^\s`'\"]{8,64})"
+)
+
+
 def _pairs(text: str) -> Iterator[tuple[str, int, int]]:
+    for match in _ACCOUNT_THEN.finditer(text):
+        group = "v" if match.group("v") else "w"
+        value = match.group(group).rstrip(".,;:!?")
+        lower, upper, digit, _ = _classes(value)
+        slashed = match.group("s") is not None and digit and (lower or upper)
+        if (slashed or (lower and upper and digit)) and _strict(value) and "/" not in value:
+            start = match.start(group)
+            yield "password", start, start + len(value)
     for match in _USER_PASS.finditer(text):
         if not not_a_value(match.group("v")):
             yield "password", *match.span("v")
@@ -999,11 +1252,18 @@ def _prefixed(text: str) -> Iterator[tuple[str, int, int]]:
 _CODE = re.compile(r"(?<![\w-])(?:[A-Za-z0-9]{4,6}[- ][A-Za-z0-9]{4,6}|[A-Za-z0-9]{6,40})(?![\w-])")
 
 
+# What makes a listed secret words rather than codes: "seed phrase", "сид-фраза", "助记词".
+_PHRASE_WORDS = (
+    "phrase", "mnemon", "seed", "фраза", "frase", "zin", "fras", "lause", "fraza", "ifade",
+    "词", "詞", "フレーズ", "ニーモニック", "문구", "words", "wörter", "mots", "palabras",
+)  # fmt: skip
+
+
 def _listed(text: str) -> Iterator[tuple[str, int, int]]:
     """Codes and words after "recovery codes", "seed phrase" and the like."""
     for match in _LIST.finditer(lowered(text)):
         phrase = match.group().casefold()
-        words = "phrase" in phrase or "mnemonic" in phrase or "seed" in phrase
+        words = any(w in phrase for w in _PHRASE_WORDS)
         rest = text[match.end() : match.end() + 600]
         start = match.end() + (rest.find(":") + 1 if ":" in rest[:60] else 0)
         if words:
@@ -1019,13 +1279,48 @@ def _listed(text: str) -> Iterator[tuple[str, int, int]]:
             continue
         for code in _CODE.finditer(text, start, min(len(text), start + 600)):
             value = code.group()
-            if any(c.isdigit() for c in value) and not _identifier(value.replace(" ", "")):
+            joined = value.replace(" ", "")
+            paired = re.fullmatch(r"[A-Z0-9]{4,6}-[A-Z0-9]{4,6}", value) is not None
+            if (paired or any(c.isdigit() for c in value)) and not (
+                _is_keyword(joined) or any(p.fullmatch(joined) for p in (_VERSION, _DATE, _AMOUNT))
+            ):
                 yield "recovery code", *code.span()
 
 
 # Groups spaced out as a key, a seed or a card is printed: four or more groups of 4 to 6
 # letters and digits ("JVP5 SQ6H N1X7 1MZ0", "tlv7 khmv xd6g 32m2", "4784 3093 8379 4251").
 _GROUPS = re.compile(r"(?<![\w-])[A-Za-z0-9]{4,6}(?:[ -][A-Za-z0-9]{4,6}){3,}(?![\w-])")
+
+
+# Words that say a number is a payment card's, in the languages people pay in.
+_CARD_WORDS = re.compile(
+    r"(?i)\b(?:card|cards|karte|kreditkarte|carte|tarjeta|cartão|cartao|carta|kaart|karta|kort"
+    r"|kart|kartı|карта|карты|visa|mastercard|amex|american express|discover|maestro|cvv|cvc"
+    r"|exp(?:iry|ires)?|ablauf|vence|validade|scadenza)\b|カード|卡号|信用卡|카드|บัตร|بطاقة"
+)
+# Card numbers that payment providers publish for tests (and numbers built like them: a
+# digit repeated, mostly zeros), which open nothing.
+_TEST_CARDS = frozenset(
+    """
+    4242424242424242 4000056655665556 5555555555554444 2223003122003222 5200828282828210
+    5105105105105100 378282246310005 371449635398431 6011111111111117 6011000990139424
+    3056930009020004 36227206271667 3566002020360505 6200000000000005 4111111111111111
+    4012888888881881 5454545454545454 4000000000000077 4000000000000002 4000000000009995
+    4000002500003155 4000000000003220 4000000000000341 4000000000000069 4000000000000127
+    4000000000000119 4000008400001629 4000000760000002 4000001240000000 4000004840008001
+    """.split()  # noqa: SIM905 (a list of numbers reads best as prose)
+)
+
+
+# A card's security code said after its number: "exp 04/26 code 003", "CID 7789".
+_CARD_CODE = re.compile(
+    r"(?i)\b(?:code|cvv2?|cvc2?|cid|csc|security code|sec code|código(?: de seguridad)?"
+    r"|sicherheitscode|prüfnummer|cryptogramme|codice)\W{0,3}(?P<v>\d{3,4})(?!\d)"
+)
+
+
+def _test_card(digits: str) -> bool:
+    return digits in _TEST_CARDS or len(set(digits)) <= 3 or digits.count("0") >= len(digits) // 2
 
 
 def _luhn(digits: str) -> bool:
@@ -1041,25 +1336,41 @@ _GROUPED_IDS = ("GHSA", "CVE", "PYSEC", "RUSTSEC", "GO", "OSV", "INC", "CHG", "R
 
 
 def _spaced(text: str) -> Iterator[tuple[str, int, int]]:
-    for match in re.finditer(r"(?<![\w.-])[3-6]\d{14,15}(?![\w.-])", text):
-        if _luhn(match.group()):
+    cards = 0
+    for match in re.finditer(
+        r"(?<![\w.-])(?:[2-6]\d{12,18}|3[47]\d\d[ -]\d{6}[ -]\d{5})(?![\w.-])", text
+    ):
+        digits = re.sub(r"\D", "", match.group())
+        if not 13 <= len(digits) <= 19 or _test_card(digits):
+            continue
+        if _luhn(digits) or _CARD_WORDS.search(text):
+            cards += 1
             yield "card number", *match.span()
+            for code in _CARD_CODE.finditer(text, match.end(), match.end() + 80):
+                yield "card code", code.start(), code.end("v")
     for match in _GROUPS.finditer(text):
-        joined = re.sub(r"[ -]", "", match.group())
-        if match.group().startswith(_GROUPED_IDS):
+        found = match.group()
+        while re.search(r"[ -][A-Za-z]+$", found) and not re.search(r"[ -][A-Z]{4,6}$", found):
+            found = re.sub(r"[ -][A-Za-z]+$", "", found)  # "4242 4242 4242 4242 with": a word
+        if len(re.split(r"[ -]", found)) < 4:
+            continue
+        joined = re.sub(r"[ -]", "", found)
+        span = (match.start(), match.start() + len(found))
+        if found.startswith(_GROUPED_IDS):
             continue
         if joined.isdigit():
-            if 13 <= len(joined) <= 19 and _luhn(joined):
-                yield "card number", *match.span()
+            card = _luhn(joined) or _CARD_WORDS.search(text) is not None
+            if 13 <= len(joined) <= 19 and card and not _test_card(joined):
+                yield "card number", *span
             continue
-        groups = re.split(r"[ -]", match.group())
+        groups = re.split(r"[ -]", found)
         printed = len({len(g) for g in groups[:-1]}) == 1 and len(groups[-1]) <= len(groups[0])
         with_digits = sum(any(c.isdigit() for c in g) for g in groups)
         lower, upper, _, _ = _classes(joined)
         if _HEX.fullmatch(joined):
             continue  # a fingerprint: A1B2 C3D4 ...
         if printed and 2 * with_digits >= len(groups) and (lower or upper) and len(joined) >= 16:
-            yield "spaced key", *match.span()  # as a key is printed: JVP5 SQ6H N1X7 1MZ0
+            yield "spaced key", *span  # as a key is printed: JVP5 SQ6H N1X7 1MZ0
 
 
 # Lines that each hold one token-like word: a key wrapped by a terminal or an editor.
@@ -1073,6 +1384,8 @@ def _wrapped(text: str, found: list[tuple[str, int, int]]) -> Iterator[tuple[str
         return
     for match in _WRAPPED.finditer(text):
         block = match.group().strip()
+        if re.search(r"(?m)^[ \t]*[A-Za-z_][\w.]*=(?!=*$)", block):
+            continue  # NAME=value lines: settings, each read by its own rule
         joined = re.sub(r"\s+", "", block)
         if len(joined) < 24 or any(s < match.end() and match.start() < e for _, s, e in found):
             continue
@@ -1117,7 +1430,7 @@ _FOUR_DIGITS = re.compile(r"\d\D{0,8}\d\D{0,8}\d\D{0,8}\d")
 _LONG_WORD = re.compile(r"[A-Za-z0-9_\-.]{14,}")
 _COMMAND_WORDS = (
     "htpasswd", "change_password", "/user:", "password", "identified", "sqlplus",
-    "securestring", "secret ", "community", "-",
+    "securestring", "secret ", "community", "-", "ssh ", "net use",
 )  # fmt: skip
 
 
@@ -1157,7 +1470,8 @@ def _spoken(text: str) -> Iterator[tuple[str, int, int]]:
 
 # A password's own look: letters of both cases, a digit and a symbol that names and ids do
 # not use. Such a word is a password wherever it stands ("idrac root GTLZ!M0uk#n#Q9XMp32=").
-_OWN_LOOK = re.compile(r"[^\s\"'`()\[\]{}<>]{8,64}")
+_OWN_LOOK = re.compile(r"[^\s\"'`()\[\]{}<>]{8,}")
+# A qualified name in code: com.acme.billing.Job.lambda$run$0, Foo.bar().
 _PASSWORD_SYMBOLS = set("!#$%^&*?~|")  # not "+", "/" nor "=": base64 has those
 
 
@@ -1170,7 +1484,7 @@ def _looks_like_a_password(text: str) -> Iterator[tuple[str, int, int]]:
         return
     for match in _OWN_LOOK.finditer(text):
         value = match.group().rstrip(".,;:!?")
-        if value[0] in "!$#@" or len(value) < 10 or not value.isascii():
+        if value[0] in "!$#@" or not 8 <= len(value) <= 64 or not value.isascii():
             continue  # a Matrix id (!room, $event, #alias, @user); too short; not typed so
         body = value.rstrip("=")
         lower, upper, digit, _ = _classes(body)
@@ -1178,9 +1492,83 @@ def _looks_like_a_password(text: str) -> Iterator[tuple[str, int, int]]:
             continue
         if "://" in value or "/" in value or "\\" in value or "@" in value.lstrip("@")[1:]:
             continue  # a URL, a path, an address
-        if _identifier(value) or re.search(r"[$%]\{|\{\{|\$\(|&&|\|\|", value):
+        if _identifier(value) or re.search(r"[$%]\{|\{\{|\$\(|&&|\|\||[?&]\w+=", value):
             continue
+        if re.fullmatch(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*){2,}", value):
+            continue  # a qualified name in code: com.acme.Job.lambda$run$0
         yield "password", match.start(), match.start() + len(value)
+
+
+# A Wi-Fi network as a QR code writes it: WIFI:T:WPA;S:name;P:password;;
+_WIFI_QR = re.compile(r"WIFI:(?:[^;\n]*;)*?P:(?P<v>(?:\\.|[^;\\\n])+);")
+# Words in a run that a seed phrase would not hold but prose in a Latin script would.
+_PROSE_WORDS = frozenset(
+    """
+    the and to of is in that it for on with as was at be this have from or by not but what are
+    we you they he she can will if my our your so do has had been were would there their when
+    which them then than its just into out up de la el en y que los las del por con una para
+    und der die das ist mit von den ein eine zu nicht het een van le les des et est pour dans
+    une pas que il di che non per sono da e o a os as um uma com não na no do da dan yang di ke
+    dari untuk dengan itu ini ada ve bir bu da ile için och att är som på för av med den det
+    """.split()  # noqa: SIM905 (a word list reads best as prose)
+)
+_WORD_RUN = re.compile(r"(?<![\w-])(?:[a-z]{3,8}[ \t]+){11,23}[a-z]{3,8}(?![\w-])")
+# Single digits spaced out after a word for what a code opens: "alarm panel: 8 2 2 9".
+_SPACED_CODE = re.compile(
+    r"(?i)\b(?:door|gate|alarm|safe|keypad|lock|padlock|locker|tür|porte|puerta|porta|alarme"
+    r"|alarma|allarme|tresor|coffre|caja)\b[^\n\d]{0,40}?(?P<v>(?<!\d)\d(?: \d){3,9})(?![\d])"
+)
+# A code keyed in: "punch 2972 and then OFF", "enter 4711#", with a word for what it opens
+# before it in the message.
+_KEYED_IN = re.compile(
+    r"(?i)\b(?:punch|punch in|enter|type|key in|dial|press|tippe|tippen|eingeben|taper|tapez"
+    r"|composer|digita|digite|marca|marque|teclea|introduce|wpisz|vul in|toets)\s+(?:in\s+)?"
+    r"(?P<v>\d{4,8}[#*]?)(?![\w.:/])"
+)
+# A line that asks for a credential ("anyone know the pw for the demo tenant?"): the answer
+# below it is the credential.
+_ASKED = re.compile(r"\?[ \t]*\n(?:[ \t]*\n)*[ \t]*(?:(?:yeah|yes|yep|sure|ok|oui|ja|sí|si)\W+)?")
+
+
+def _answered(text: str) -> Iterator[tuple[str, int, int]]:
+    """The credential that answers a question for one, on the lines below it."""
+    for asked in _ASKED.finditer(text):
+        line = text[text.rfind("\n", 0, asked.start()) + 1 : asked.start()]
+        if next(_keywords(line), None) is None:
+            continue
+        word = re.match(r"[`'\"]?([^\s`'\"]{6,64})", text[asked.end() :])
+        if word is None:
+            continue
+        value = word.group(1).rstrip(".,;:!?")
+        lower, upper, digit, _ = _classes(value)
+        symbol = any(c in "!@#$%^&*?~" for c in value)
+        if (
+            _secret_looking(value, code=False)
+            and (digit and (lower or upper))
+            and (symbol or (lower and upper) or (_HEX.fullmatch(value) and len(value) >= 20))
+        ):
+            start = asked.end() + word.start(1)
+            yield "password", start, start + len(value)
+
+
+def _shaped(text: str) -> Iterator[tuple[str, int, int]]:
+    """Credentials known by where they are written, with no word for them: a Wi-Fi QR code,
+    a seed phrase of twelve words or more, a code's digits spaced out, an answer."""
+    if "WIFI:" in text:
+        for match in _WIFI_QR.finditer(text):
+            yield "password", *match.span("v")
+    for match in _WORD_RUN.finditer(text):
+        words = match.group().split()
+        if len(words) in {12, 15, 18, 21, 24} and not _PROSE_WORDS & set(words):
+            yield "seed phrase", *match.span()
+    if _FOUR_DIGITS.search(text):
+        for match in _SPACED_CODE.finditer(text):
+            yield "PIN or code", *match.span("v")
+        for match in _KEYED_IN.finditer(text):
+            if _OPENS_ANYWHERE.search(text, 0, match.start()):
+                yield "PIN or code", *match.span("v")
+    if "?" in text:
+        yield from _answered(text)
 
 
 def chat_secrets(text: str) -> list[tuple[str, int, int]]:
@@ -1201,6 +1589,7 @@ def chat_secrets(text: str) -> list[tuple[str, int, int]]:
     found += _spoken(text)
     found += _headers_and_markup(text)
     found += _looks_like_a_password(text)
+    found += _shaped(text)
     if _LONG_WORD.search(text):
         found += _prefixed(text)
     found += _wrapped(text, found)

@@ -22,7 +22,7 @@ from functools import lru_cache
 from typing import Any
 
 from cairn.core.injection import instruction_reason
-from cairn.core.secrets import find_secrets, find_split, removed
+from cairn.core.secrets import find_answered, find_secrets, find_split, removed
 
 __all__ = ["Gated", "gate", "gated", "gated_data", "rejoin", "visible"]
 
@@ -84,7 +84,13 @@ def _meaningful(text: str, at: int) -> int:
             return 1
         return 1 if before and after and _joins_letters(before, after) else 0
     if char in (_VS15, _VS16):
-        return 1 if before and (_pictograph(before) or after == _KEYCAP) else 0
+        # No ASCII character has an emoji form of its own: "=" and "©" differ ("#", "*" and
+        # the digits have one only as a keycap, which the keycap mark after them says).
+        return (
+            1
+            if before and ((_pictograph(before) and not before.isascii()) or after == _KEYCAP)
+            else 0
+        )
     if ord(char) in _TAGS and before == _BLACK_FLAG:
         end = at
         while end < len(text) and ord(text[end]) in _TAGS and end - at < 7:
@@ -189,10 +195,15 @@ def gate(text: str) -> Gated:
 
 def rejoin(before: str, text: str) -> tuple[str, str, str] | None:
     """A credential split over two gated messages of one thread (``before``, then ``text``):
-    the kind, and both texts with their part masked; None when there is none."""
+    the kind, and both texts with their part masked; or a credential that the message before
+    makes readable in ``text`` ("login: qa_lead", then the password). None when there is none."""
     split = find_split(before, text)
     if split is None:
-        return None
+        answered = find_answered(before, text)
+        if not answered:
+            return None
+        spans = [(s.kind, s.start, s.end) for s in answered]
+        return answered[0].kind, before, _masked(text, spans)
     kind, start, end, head_start, head_end = split
     return (
         kind,

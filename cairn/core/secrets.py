@@ -26,6 +26,7 @@ from typing import Any
 
 from cairn.core.credentials import (
     chat_secrets,
+    descriptive,
     literal_alternation,
     lowered,
     not_a_value,
@@ -38,6 +39,7 @@ from cairn.core.redact import url_secrets
 __all__ = [
     "SECRET_MARK",
     "Secret",
+    "find_answered",
     "find_secrets",
     "find_split",
     "has_secret",
@@ -102,7 +104,8 @@ _NOT_BEFORE = r"(?![A-Za-z0-9_\-])"
 _STOP_WORDS = frozenset(
     """
     a an the this that these those it its not no none nothing never now still also only just
-    in on at of by for from to with without within inside under into via through per as like
+    yes off true false in on at of by for from to with without within inside under into
+    through per as like
     via behind across stored kept held saved managed rotated expired expiring reset changed
     required needed set same different shared handled generated provided given sent synced
     documented described listed written posted pinned mentioned known unknown available missing
@@ -134,7 +137,6 @@ _PLACEHOLDER = re.compile(
     re.IGNORECASE,
 )
 # Endings of English words that describe a password rather than being one ("is expiring").
-_DESCRIPTIVE = re.compile(r"(?:ed|ing|ly|able|ible|ful|less|ive|ous|tion|ment|ness)$")
 _TRAILING = ".,;:)]}>\"'\u201d\u2019\u00bb"  # and typographic closing quotes
 
 
@@ -171,7 +173,7 @@ def _stated_password(value: str) -> bool:
         return False
     if len(set(value)) == 1:
         return False
-    if value.isalpha() and value.islower() and (_DESCRIPTIVE.search(word) or len(value) < 4):
+    if value.isalpha() and value.islower() and (descriptive(word) or len(value) < 4):
         return False
     return not (value.isalpha() and value.istitle() and len(value) < 4)
 
@@ -226,11 +228,25 @@ def _encoded_text(body: str) -> bool:
     if len(decoded) < 12:
         return False
     flat = decoded.replace("\n", "")
-    if re.search(r'"(?:alg|typ|sub|iat|exp|iss|aud|jti|kid)"\s*:', decoded):
+    claims = set(re.findall(r'"(\w+)"\s*:', decoded))
+    if claims and claims <= {"alg", "typ", "kid", "cty", "x5t", "jku", "enc", "zip", "crit"}:
+        return True  # a JSON Web Token's header alone: it says how, and holds nothing
+    if claims & {"alg", "typ", "sub", "iat", "exp", "iss", "aud", "jti", "kid"}:
         return False  # a part of a JSON Web Token
-    return flat.isprintable() and (
-        " " in decoded or "\n" in decoded or decoded.startswith(("{", "[")) or '":' in decoded
+    if not flat.isprintable():
+        return False
+    if " " in decoded or "\n" in decoded or decoded.startswith(("{", "[")) or '":' in decoded:
+        return True
+    # A setting (environment=staging): words, and no credential in it (admin:hunter2 is one).
+    letters = sum(c.isalpha() for c in flat)
+    return (
+        bool(re.fullmatch(r"[\w.\-]+[=:][\w.\-,]+", flat))
+        and letters >= 0.7 * len(flat)
+        and not chat_secrets(flat.replace(":", " = ", 1))
     )
+
+
+_UUID_IN = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 
 
 def _high_entropy(token: str) -> bool:
@@ -244,7 +260,11 @@ def _high_entropy(token: str) -> bool:
         parts = [p for p in body.split("/") if p]
         if len(parts) > 1 and any(re.fullmatch(r"[a-z][a-z\-_]+", p) for p in parts):
             return any(_high_entropy(p) for p in parts)  # a path: key/<uuid>, role/x
-    if len(body) < 24 or _HEX.fullmatch(body) or body.startswith(_SSH_PUBLIC):
+    if len(body) < (20 if _classes(body) == 3 else 24) or _HEX.fullmatch(body):
+        return False
+    if _UUID_IN.search(body):
+        return False  # a name with a UUID in it: eks-gpu-pool-d8fbd93d-fed2-...
+    if body.startswith(_SSH_PUBLIC):
         return False
     if body[0] in "/~" or not any(c.isdigit() for c in body):
         return False
@@ -264,6 +284,17 @@ def _high_entropy(token: str) -> bool:
 
 def _word(*alternatives: str) -> str:
     return "(?:" + "|".join(alternatives) + ")"
+
+
+# Paths of a link that signs someone in, resets a password or accepts an invitation: a
+# random part or query value of such a link is the key to an account.
+_SIGN_IN = (
+    r"(?:reset|password|passwort|forgot|recover|recovery|magic|magic-link|magiclink|login"
+    r"|log-in|signin|sign-in|sso|auth|verify|verification|confirm|activate|activation|invite"
+    r"|invitation|onboard|join|accept|passwordless|otp|one-time|onetime|impersonate|unlock"
+    r")(?:[-_](?:password|passwort|link|token|email|account|invite|login|code))*"
+)
+_SIGN_IN_PATH = re.compile(r"(?i)/" + _SIGN_IN + r"(?:/|\?|#|$)")
 
 
 # What a password is called, in English and in the other languages people write in; the
@@ -422,7 +453,7 @@ _SHAPES: tuple[_Shape, ...] = (
         # curl -u user:password, mysql -u root -ps3cret
         "password",
         ("-u", "--user"),
-        r"(?:-u|--user)[\s=]+[\"']?[\w.@+\-]+:(?P<v>[^\s\"'@]{3,})",
+        r"(?:-u|--user)[\s=]+[\"']?[\w.@+\-]+:(?P<v>[^\s\"'`]{3,})",
         "v",
         _stated_password,
     ),
@@ -453,7 +484,7 @@ _SHAPES: tuple[_Shape, ...] = (
 # found by redact.url_secrets.
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]*[^\s'\"<>`.,;:)\]}]")
 # A candidate for the generic rule: a long run of token characters, not part of a longer one.
-_TOKEN = re.compile(r"(?<![A-Za-z0-9_+/.\-])[A-Za-z0-9_+/\-]{24,}={0,2}(?![A-Za-z0-9_+/=.\-])")
+_TOKEN = re.compile(r"(?<![A-Za-z0-9_+/.\-])[A-Za-z0-9_+/\-]{20,}={0,2}(?![A-Za-z0-9_+/=.\-])")
 
 
 def _span(shape: _Shape, match: re.Match[str]) -> tuple[int, int] | None:
@@ -486,7 +517,7 @@ _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uac00-\ud7af\uff00-\uffef]")
 # Path words after which the next parts of a URL are credentials: webhooks, bot tokens, keys.
 _SECRET_PATH = re.compile(
     r"(?i)^(?:webhooks?|webhookb2|hooks?|incomingwebhook|trigger|triggers|integrations?|token"
-    r"|tokens|keys?|secrets?|bot\d+:.*|services)$"
+    r"|tokens|keys?|secrets?|bot\d+:.*|services|" + _SIGN_IN + r")$"
 )
 
 
@@ -524,6 +555,8 @@ def _in_urls(text: str) -> Iterator[Secret]:
             if len(user) >= 20 and (_long_random(user) or _HEX.fullmatch(user)):
                 yield Secret("key in a URL", offset + after_scheme, offset + user_end)  # a DSN
         yield from _in_path(url, offset, after_scheme, query)
+        for where, value in _sign_in_values(url, query):
+            yield Secret("token in a URL", offset + where, offset + where + len(value))
         if not values:
             continue
         at = url.rfind("@", 0, query)
@@ -536,6 +569,17 @@ def _in_urls(text: str) -> Iterator[Secret]:
             where = url.find(value, query)
             if where >= 0 and (_long_random(value) or _stated_key(value)):
                 yield Secret("token in a URL", offset + where, offset + where + len(value))
+
+
+def _sign_in_values(url: str, query: int) -> Iterator[tuple[int, str]]:
+    """The random query values of a sign-in, reset or invitation link, whatever their name
+    (``/auth/magic?t=...``): where each is in ``url``, and the value."""
+    if not _SIGN_IN_PATH.search(url, 0, query + 1):
+        return
+    for part in re.finditer(r"[?&;]([^=&#;]+)=([^&#;]+)", url[query:]):
+        value = part.group(2)
+        if len(value) >= 16 and (_long_random(value) or _high_entropy(value)):
+            yield query + part.start(2), value
 
 
 def _word_around(text: str, at: int) -> tuple[int, int]:
@@ -586,7 +630,7 @@ def _long_words(text: str) -> Iterator[tuple[int, str]]:
     where each starts."""
     at = 0
     for word in text.split():
-        if len(word) >= 24:
+        if len(word) >= 20:
             at = text.find(word, at)
             yield at, word
             at += len(word)
@@ -688,10 +732,42 @@ def _candidates(text: str) -> Iterator[Secret]:
     for at, word in _long_words(text):
         if "://" in word:
             continue  # a document id in a link is not a credential; URL secrets are above
+        if _ENCODED_MESSAGE.search(text, max(0, at - 60), at):
+            continue  # an error's encoded message (AWS): for the decoder, not a credential
         for match in _TOKEN.finditer(word):
             start = at + match.start()
             if _high_entropy(match.group(0)) and not _an_identifier(text, start):
                 yield Secret("high-entropy token", start, at + match.end())
+
+
+# "Encoded authorization failure message: ...": an error's payload, decoded by the provider.
+_ENCODED_MESSAGE = re.compile(r"(?i)encoded\s+(?:\w+\s+){0,3}message:?\s*$")
+# Values that stand in for a password in examples and templates, and the words that say a
+# text is one (in the languages people write them in).
+_DEFAULT_VALUES = frozenset(
+    """
+    changeme change-me change_me changeit replace_me replaceme secret password pass example
+    test xxx
+    """.split()  # noqa: SIM905 (a word list reads best as prose)
+)
+_EXAMPLE_WORDS = re.compile(
+    r"(?i)example|sample|placeholder|template|dummy|\bfake\b|beispiel|vorlage|exemple|modèle"
+    r"|ejemplo|plantilla|exemplo|modelo|esempio|voorbeeld|przykład|пример|шаблон|örnek|mẫu"
+    r"|giữ chỗ|contoh|例|サンプル|テンプレート|示例|模板|예시|샘플|\.dist\b|\.tmpl\b"
+)
+
+
+def _jwt_io(value: str) -> bool:
+    """Whether ``value`` is the sample token that jwt.io and its documentation show (its
+    claims: sub 1234567890, name John Doe): an example known to everyone, not a credential."""
+    if not value.startswith("eyJ") or value.count(".") != 2:
+        return False
+    payload = value.split(".")[1]
+    try:
+        claims = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return False
+    return '"sub":"1234567890"' in claims and '"name":"John Doe"' in claims
 
 
 # Six of one filler character in a row: a placeholder (XXXXXX, ******).
@@ -711,12 +787,21 @@ def find_secrets(text: str) -> list[Secret]:
         if any(start <= secret.start and secret.end <= end for start, end in public):
             continue  # inside a certificate or a public key
         value = text[secret.start : secret.end]
-        if value.endswith(("EXAMPLE", "EXAMPLEKEY")) or _FILLER.search(value):
+        if value.endswith(("EXAMPLE", "EXAMPLEKEY")) or _FILLER.search(value) or _jwt_io(value):
             continue  # a documented example (AKIAIOSFODNN7EXAMPLE), a filler (sk_live_XXXX...)
+        if value.strip("`'\"").casefold() in _DEFAULT_VALUES and _EXAMPLE_WORDS.search(text):
+            continue  # "password: changeme" in a template or an example: a stand-in
         if text[max(0, secret.start - 3) : secret.start] == "pk." or value.startswith("pk_"):
             continue  # a publishable key: public by design
-        if all(secret.end <= k.start or k.end <= secret.start for k in kept):
+        overlaps = [k for k in kept if k.start < secret.end and secret.start < k.end]
+        if not overlaps:
             kept.append(secret)
+        elif secret.start == overlaps[0].start and secret.end > overlaps[-1].end:
+            # Two rules read one credential from the same place to different lengths
+            # ("blossom" against "blossom announce avoid alone"): the longer reading is masked.
+            for k in overlaps:
+                kept.remove(k)
+            kept.append(Secret(overlaps[0].kind, secret.start, secret.end))
     if kept and "\n" in text:
         kept += _wrapped_on(text, kept)
     return sorted(kept, key=lambda s: s.start)
@@ -822,6 +907,22 @@ def find_split(before: str, text: str) -> tuple[str, int, int, int, int] | None:
         if secret.start < junction < secret.end:
             return secret.kind, start + secret.start, last.end(), head.start(), head.end()
     return None
+
+
+def find_answered(before: str, text: str) -> list[Secret]:
+    """The credentials ``text`` holds that only the message before it (``before``, as
+    stored) makes readable: a password given under "login: qa_lead", codes under "backup
+    codes?". Where each is in ``text``; empty when there is none."""
+    tail = before[-300:]
+    joined = f"{tail}\n{text}"
+    offset = len(tail) + 1
+    alone = find_secrets(text)
+    return [
+        Secret(secret.kind, secret.start - offset, secret.end - offset)
+        for secret in find_secrets(joined)
+        if secret.start >= offset
+        and not any(k.start < secret.end - offset and secret.start - offset < k.end for k in alone)
+    ]
 
 
 def has_secret(text: str) -> bool:
