@@ -414,7 +414,17 @@ _TYPED_WORDS = (
     "password", "passwort", "passwords", "wachtwoord", "contraseña", "contrasena", "kennwort",
     "passphrase", "lösenord", "salasana", "adgangskode", "credentials", "zugangsdaten",
 )  # fmt: skip
-_TYPO_CANDIDATE = re.compile(r"(?i)(?<![^\W\d_])(?:pa|pw|wa|co|ke|lö|lo|sa|ad|cr|zu)[^\W\d_]{5,10}")
+_TYPO_CANDIDATE = re.compile(
+    r"(?i)\b(?:p[a-z]{6,10}|co[^\W\d_]{7,9}|wa[a-z]{7,9}|ke[a-z]{6,8}|l[oö][a-z]{6,8}"
+    r"|sa[a-z]{6,8}|ad[a-z]{9,11}|cr[a-z]{9,11}|zu[a-z]{10,12})\b"
+)
+_TYPED_BY_START: dict[str, tuple[str, ...]] = {}
+for _typed in _TYPED_WORDS:
+    _TYPED_BY_START[_typed[:2]] = (*_TYPED_BY_START.get(_typed[:2], ()), _typed)
+    _TYPED_BY_START[_typed[0] + _typed[2]] = (
+        *_TYPED_BY_START.get(_typed[0] + _typed[2], ()),
+        _typed,
+    )
 
 
 def _one_slip(word: str, target: str) -> bool:
@@ -438,7 +448,8 @@ def _mistyped(text: str) -> Iterator[tuple[int, int]]:
     """Where ``text`` holds a long credential word mistyped by one slip."""
     for match in _TYPO_CANDIDATE.finditer(text):
         word = match.group().casefold()
-        if word not in _ALL_WORDS and any(_one_slip(word, t) for t in _TYPED_WORDS):
+        targets = _TYPED_BY_START.get(word[:2], ()) + _TYPED_BY_START.get(word[0] + word[2], ())
+        if targets and word not in _ALL_WORDS and any(_one_slip(word, t) for t in targets):
             yield match.span()
 
 
@@ -1098,34 +1109,41 @@ def _flags(text: str) -> Iterator[tuple[str, int, int]]:
         yield "password", *match.span("v")
 
 
-# Commands that take a password as a plain argument, and the lines of a .pgpass file.
-_COMMANDS = re.compile(
-    r"htpasswd\s+(?:-\w+\s+)*-\w*b\w*\s+(?:-\w+\s+)*\S+\s+\S+\s+(?P<a>\S+)"
-    r"|change_password\s+\S+\s+(?P<b>\S+)"
-    r"|/user:\S+\s+(?P<c>[^\s/]\S+)"
-    r"|(?:^|\s)[`'\"]?[\w.*\-]+:(?:\d+|\*):[\w.*\-]+:[\w.*\-]+:(?P<d>[^\s`'\"]+)[`'\"]?$"
-    r"|(?i:with\s+password\s+)[\"'](?P<e>[^\"'\n]{3,})[\"']"
-    r"|(?i:identified\s+by\s+)[\"'](?P<f>[^\"'\n]{3,})[\"']"
-    r"|sqlplus\s+\w+/(?P<g>[^@\s]{3,})@"
-    r"|ConvertTo-SecureString\s+[\"'](?P<h>[^\"'\n]{3,})[\"']"
-    r"|(?:^|\s)(?:enable\s+)?secret\s+\d\s+(?P<i>\S{4,})"
-    r"|snmp-server\s+community\s+(?P<j>\S{4,})"
-    r"|(?<![\d-])(?P<k>\d{6}(?:-\d{6}){7})(?![\d-])"
-    r"|(?:^|\s)ssh\s+(?:-\w+\s+)*[\w.\-]+@[\w.\-:\[\]]+\s+[\"'`]?(?P<l>[^\s\"'`]{6,})"
-    r"|(?i:net\s+use)\s+(?:[A-Za-z]:\s+)?\\\\\S+\s+(?P<m>[^\s/]\S{3,})",
-    re.MULTILINE,
-)
+# Commands that take a password as a plain argument, and the lines of a .pgpass file: each
+# with a word that must be in the text (lower case) for it to be tried at all.
+_COMMANDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (trigger, re.compile(pattern, re.MULTILINE))
+    for trigger, pattern in (
+        ("htpasswd", r"htpasswd\s+(?:-\w+\s+)*-\w*b\w*\s+(?:-\w+\s+)*\S+\s+\S+\s+(?P<v>\S+)"),
+        ("change_password", r"change_password\s+\S+\s+(?P<v>\S+)"),
+        ("/user:", r"/user:\S+\s+(?P<v>[^\s/]\S+)"),
+        (":", r"(?:^|\s)[`'\"]?[\w.*\-]+:(?:\d+|\*):[\w.*\-]+:[\w.*\-]+:(?P<v>[^\s`'\"]+)[`'\"]?$"),
+        ("password", r"(?i:with\s+password\s+)[\"'](?P<v>[^\"'\n]{3,})[\"']"),
+        ("identified", r"(?i:identified\s+by\s+)[\"'](?P<v>[^\"'\n]{3,})[\"']"),
+        ("sqlplus", r"sqlplus\s+\w+/(?P<v>[^@\s]{3,})@"),
+        ("securestring", r"ConvertTo-SecureString\s+[\"'](?P<v>[^\"'\n]{3,})[\"']"),
+        ("secret ", r"(?:^|\s)(?:enable\s+)?secret\s+\d\s+(?P<v>\S{4,})"),
+        ("community", r"snmp-server\s+community\s+(?P<v>\S{4,})"),
+        ("-", r"(?<![\d-])(?P<v>\d{6}(?:-\d{6}){7})(?![\d-])"),
+        ("ssh ", r"(?:^|\s)ssh\s+(?:-\w+\s+)*[\w.\-]+@[\w.\-:\[\]]+\s+[\"'`]?(?P<v>[^\s\"'`]{6,})"),
+        ("net use", r"(?i:net\s+use)\s+(?:[A-Za-z]:\s+)?\\\\\S+\s+(?P<v>[^\s/]\S{3,})"),
+    )
+)  # fmt: skip
 
 
 def _commands(text: str) -> Iterator[tuple[str, int, int]]:
-    for match in _COMMANDS.finditer(text):
-        group = next(g for g in "abcdefghijklm" if match.group(g) is not None)
-        if group == "l" and not _strict(match.group(group)):
-            continue  # ssh user@host uptime: a command run there, not its password
-        if group == "d" and re.search(r"(?:[0-9A-Fa-f]{2}:){4}", match.group()):
-            continue  # a fingerprint (14:58:A5:61:...), not a .pgpass line
-        if not placeholder(match.group(group)):
-            yield "password", *match.span(group)
+    low = text.lower()
+    for trigger, pattern in _COMMANDS:
+        if trigger not in low or (trigger == ":" and text.count(":") < 4):
+            continue
+        for match in pattern.finditer(text):
+            value = match.group("v")
+            if trigger == "ssh " and not _strict(value):
+                continue  # ssh user@host uptime: a command run there, not its password
+            if trigger == ":" and re.search(r"(?:[0-9A-Fa-f]{2}:){4}", match.group()):
+                continue  # a fingerprint (14:58:A5:61:...), not a .pgpass line
+            if not placeholder(value):
+                yield "password", *match.span("v")
 
 
 # HTTP headers that carry a credential: Authorization with any scheme, X-...-Key/Token/Team.
@@ -1151,8 +1169,14 @@ _COOKIE = re.compile(r"(?i:\b(?:set-)?cookie)\s*:\s*(?P<pairs>[^\n]+)")
 _COOKIE_PAIR = re.compile(r"(?:^|;)\s*[\w.\-]+=(?P<v>[^;\s]{16,})")
 
 
+# What must be in a text (lower case) for the header rule, and for the "log in with" rule.
+_HEADER_WORDS = ("authoriz", "x-", "private-", "api-", "access-", "auth-")
+_WITH_WORDS = ("log", "sign", "ssh", "connect", "use", "try")
+
+
 def _headers_and_markup(text: str) -> Iterator[tuple[str, int, int]]:
-    if ":" in text and "ookie" in text.lower():
+    low = text.lower()
+    if ":" in text and "cookie" in low:
         for header in _COOKIE.finditer(text):
             at = header.start("pairs")
             for pair in _COOKIE_PAIR.finditer(header.group("pairs")):
@@ -1161,7 +1185,7 @@ def _headers_and_markup(text: str) -> Iterator[tuple[str, int, int]]:
                     value
                 ):
                     yield "session cookie", at + pair.start("v"), at + pair.end("v")
-    if ":" in text:
+    if ":" in text and any(w in low for w in _HEADER_WORDS):
         for match in _HEADER.finditer(text):
             group = "a" if match.group("a") else "b"
             if _secret_looking(match.group(group), code=False) or _UUID.fullmatch(
@@ -1172,7 +1196,7 @@ def _headers_and_markup(text: str) -> Iterator[tuple[str, int, int]]:
         for match in _XML.finditer(text):
             if _credential_name(match.group("name")) and not placeholder(match.group("v")):
                 yield "credential in a setting", *match.span("v")
-    for match in _WITH.finditer(text):
+    for match in _WITH.finditer(text) if any(w in low for w in _WITH_WORDS) else ():
         group = "a" if match.group("a") else "b"
         if _strict(match.group(group)):
             yield "password", *match.span(group)
@@ -1182,6 +1206,8 @@ def _headers_and_markup(text: str) -> Iterator[tuple[str, int, int]]:
 _USER_PASS = re.compile(
     r"(?i:\bu(?:ser)?|login)\s*[:=]\s*\S+[\s,;]+(?i:p(?:w|wd|ass)?)\s*[:=]\s*(?P<v>\S{4,})"
 )
+_PAIR_WORDS = ("ubnt", "pi", "sa", "postgres", "oracle", "guest", "elastic", "grafana", "jenkins",
+               "rabbit")  # fmt: skip
 _PAIR = re.compile(
     r"(?<![\w@.])(?i:admin|administrator|root|ubnt|pi|sa|postgres|oracle|guest|elastic"
     r"|grafana|jenkins|rabbit|superuser)(?:\s*(?:/|:)\s*|\s+(?:is|=)\s+)[`'\"]?"
@@ -1192,25 +1218,36 @@ _PAIR = re.compile(
 # An account, then its password after a slash or on the next line, with no word for it:
 # "ketoan01 / Mango-459-nebula", "sysadmin Zephyr-753-marmot_", "jdoe.admin\nGravel-62x".
 _ACCOUNT_THEN = re.compile(
-    r"(?<![\w@/.:-])(?P<u>[a-z][\w.\-@]{2,40})(?:[ \t]+(?P<s>/)[ \t]+|[ \t]*\n[ \t]*)"
+    r"(?<![\w@/.:-])[a-z][\w.\-@]{2,40}(?:[ \t]+(?P<s>/)[ \t]+|[ \t]*\n[ \t]*)"
     r"[`'\"]?(?P<v>[^\s`'\"]{8,64})"
-    r"|(?<![\w@/.:-])(?P<a>[\w.\-]*(?i:admin|root|svc|sysop|superuser)[\w.\-]*)[ \t]+"
-    r"[`'\"]?(?P<w>[^\s`'\"]{8,64})"
 )
+_ADMIN_THEN = re.compile(
+    r"(?<![\w@/.:-])[\w.\-]*(?i:admin|root|svc|sysop|superuser)[\w.\-]*[ \t]+"
+    r"[`'\"]?(?P<v>[^\s`'\"]{8,64})"
+)
+_ADMIN_WORDS = ("admin", "root", "svc", "sysop", "superuser")
 
 
 def _pairs(text: str) -> Iterator[tuple[str, int, int]]:
-    for match in _ACCOUNT_THEN.finditer(text):
-        group = "v" if match.group("v") else "w"
-        value = match.group(group).rstrip(".,;:!?")
-        lower, upper, digit, _ = _classes(value)
-        slashed = match.group("s") is not None and digit and (lower or upper)
-        if (slashed or (lower and upper and digit)) and _strict(value) and "/" not in value:
-            start = match.start(group)
-            yield "password", start, start + len(value)
-    for match in _USER_PASS.finditer(text):
-        if not not_a_value(match.group("v")):
-            yield "password", *match.span("v")
+    low = text.lower()
+    admin = any(w in low for w in _ADMIN_WORDS)
+    for pattern in (_ACCOUNT_THEN,) * (" / " in text or "\n" in text) + (_ADMIN_THEN,) * admin:
+        for match in pattern.finditer(text):
+            value = match.group("v").rstrip(".,;:!?")
+            lower, upper, digit, _ = _classes(value)
+            slashed = "s" in match.groupdict() and match.group("s") is not None
+            if (
+                ((slashed and digit and (lower or upper)) or (lower and upper and digit))
+                and _strict(value)
+                and "/" not in value
+            ):
+                yield "password", match.start("v"), match.start("v") + len(value)
+    if ":" in text or "=" in text:
+        for match in _USER_PASS.finditer(text):
+            if not not_a_value(match.group("v")):
+                yield "password", *match.span("v")
+    if not admin and not any(w in low for w in _PAIR_WORDS):
+        return
     for match in _PAIR.finditer(text):
         value = match.group("v")
         if _secret_looking(value, code=False) and not value.isdigit():
