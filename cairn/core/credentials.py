@@ -232,9 +232,10 @@ _QUALIFIERS = frozenset(
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # Words after "code" or "key" that make it something else: "kod pocztowy", "código postal".
-_NAMED_AFTER = frozenset(
+_NAMED_AFTER = tuple(
     """
     pocztowy pocztowego postal postale poštovní poštové postais pošte posta irányítószám
+    ไปรษณีย์ ไปรษณีย
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # Words about a credential, not one: where it is, what happened to it, what it must be.
@@ -413,9 +414,10 @@ def _keywords(text: str) -> Iterator[tuple[int, int]]:
 _TYPED_WORDS = (
     "password", "passwort", "passwords", "wachtwoord", "contraseña", "contrasena", "kennwort",
     "passphrase", "lösenord", "salasana", "adgangskode", "credentials", "zugangsdaten",
+    "parola", "parolă", "passord",
 )  # fmt: skip
 _TYPO_CANDIDATE = re.compile(
-    r"(?i)\b(?:p[a-z]{6,10}|co[^\W\d_]{7,9}|wa[a-z]{7,9}|ke[a-z]{6,8}|l[oö][a-z]{6,8}"
+    r"(?i)\b(?:p[a-z]{5,10}|co[^\W\d_]{7,9}|wa[a-z]{7,9}|ke[a-z]{6,8}|l[oö][a-z]{6,8}"
     r"|sa[a-z]{6,8}|ad[a-z]{9,11}|cr[a-z]{9,11}|zu[a-z]{10,12})\b"
 )
 _TYPED_BY_START: dict[str, tuple[str, ...]] = {}
@@ -538,6 +540,8 @@ def _identifier(value: str) -> bool:
         return True  # a piece of JSON; a JWT's header or claims alone (nothing signed)
     if _re_dotted(value):
         return True  # a setting's name: auth.existingSecret, spring.datasource.password
+    if re.fullmatch(r"[a-z0-9_.\-]+(?:/[a-z0-9_.\-]+){2,}|[A-Z0-9]{2,}:[a-zäöå]{1,4}\??", value):
+        return True  # a path (projects/acme/secrets/db/versions/latest); AD:ssa (Finnish)
     if re.fullmatch(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|#[0-9A-Fa-f]{3,8}", value):
         return True  # a variable's name (DB_HOST), a colour (#0D1117)
     if "://" in value or value[0] in "/~" or value.startswith(("./", "..", "\\\\")):
@@ -786,7 +790,7 @@ def _window(
             spoken = _spoken_digits(text, token.start())
             if spoken is not None:
                 return spoken  # "siete tres nueve uno"
-        if numeric and value.isdigit() and len(value) == 1:
+        if (numeric or connected) and value.isdigit() and len(value) == 1:
             digits = re.match(r"\d(?: \d){3,9}(?!\S)", text[where[0] :])
             if digits is not None:
                 return where[0], where[0] + len(digits.group())  # "8 7 9 4 8 4"
@@ -854,8 +858,8 @@ def said_of_something_else(text: str, k_start: int, k_end: int) -> bool:
         and (k_start and text[k_start - 1] == "-")
     ):
         return True  # inside a name: kms-key-prod-eu
-    after = re.match(r"\s*([^\W\d_]+)", text[k_end : k_end + 30])
-    if after is not None and _folded(after.group(1)) in _NAMED_AFTER:
+    after = text[k_end : k_end + 24].lstrip().casefold()
+    if after.startswith(_NAMED_AFTER):
         return True  # "kod pocztowy", "code postal": named by the word after it
     before = re.search(r"([^\W_]+)[\s_\-]*$", text[max(0, k_start - 30) : k_start])
     previous = text[max(0, k_start - 30) : k_start].split()
@@ -892,6 +896,13 @@ def _said_before(text: str, k_start: int) -> tuple[int, int] | None:
     return None
 
 
+# Words that put a six-digit "PIN code" in an address (India's postal codes).
+_POSTAL_CONTEXT = re.compile(
+    r"(?i)[\u0900-\u097f]|\b(?:address|delivery|deliver|shipping|ship|courier|city|district"
+    r"|state|office|branch|warehouse|parcel|post)\b"
+)
+
+
 def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
     for k_start, k_end in _keywords(text):
         word = text[k_start:k_end].casefold().replace(" ", "-").replace("_", "-")
@@ -909,10 +920,20 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             continue
         if said_of_something_else(text, k_start, k_end):
             continue
-        if word == "pincode" and re.match(r"\s*:?\s*[1-8]\d{5}(?!\d)", text[k_end:]):
+        if (
+            (
+                word in {"pincode", "pin", "पिन"}
+                or (word in {"code", "कोड"} and re.search(r"(?i)(?:pin|पिन)\s*$", text[:k_start]))
+            )
+            and re.match(r"(?:\s*(?:code|कोड))?\s*:?\s*[1-8]\d{5}(?!\d)", text[k_end:])
+            and (word == "pincode" or _POSTAL_CONTEXT.search(text))
+        ):
             continue  # an Indian postal code: six digits
-        if word in _CARD_CODES and not re.match(r"\s*:?\s*\d{3,4}(?!\d)", text[k_end:]):
-            continue
+        if word in _CARD_CODES and (
+            not re.match(r"\s*:?\s*\d{3,4}(?!\d)", text[k_end:])
+            or _TEST_CONTEXT.search(text, max(0, k_start - 120), k_start)
+        ):
+            continue  # no code; a test card's
         while (
             end < len(text) and text[end].isascii() and (text[end].isalnum() or text[end] in "_-")
         ):
@@ -1000,6 +1021,16 @@ def _credential_name(name: str) -> bool:
     parts = [p.casefold() for p in _NAME_PARTS.findall(name)]
     if parts[-2:] in (["session", "id"], ["sess", "id"]):
         return True  # a session's id is its credential
+    if (
+        len(parts) >= 2
+        and parts[-2] in {"hash", "hmac", "signing"}
+        and parts[-1]
+        in {
+            "secret",
+            "key",
+        }
+    ):
+        return True  # vnp_HashSecret, HMAC_KEY: the secret that signs
     if not parts or parts[-1] in _OTHER_PARTS or any(p in _QUALIFIERS for p in parts):
         return False
     return any(p in _CREDENTIAL_PARTS or any(s in p for s in _STEMS) for p in parts)
@@ -1218,7 +1249,7 @@ _PAIR = re.compile(
 # An account, then its password after a slash or on the next line, with no word for it:
 # "ketoan01 / Mango-459-nebula", "sysadmin Zephyr-753-marmot_", "jdoe.admin\nGravel-62x".
 _ACCOUNT_THEN = re.compile(
-    r"(?<![\w@/.:-])[a-z][\w.\-@]{2,40}(?:[ \t]+(?P<s>/)[ \t]+|[ \t]*\n[ \t]*)"
+    r"(?<![\w@/.:-])[A-Za-z][\w.\-@]{2,40}(?:[ \t]+(?P<s>/)[ \t]+|[ \t]*\n[ \t]*)"
     r"[`'\"]?(?P<v>[^\s`'\"]{8,64})"
 )
 _ADMIN_THEN = re.compile(
@@ -1356,6 +1387,29 @@ _CARD_CODE = re.compile(
 )
 
 
+# "test card", "sandbox", "Adyen docs test Mastercard": the number after is for tests.
+_TEST_CONTEXT = re.compile(r"(?i)\b(?:test|testing|sandbox|dummy|docs?|documented)\b[^\n]{0,30}$")
+
+
+# What makes an account number part of a way in: its PIN or password said with it.
+_BANK_LOGIN = re.compile(
+    r"(?i)\b(?:pin|tan|password|passwort|kennwort|hasło|haslo|senha|contraseña|mot de passe"
+    r"|login|codice utente|online-banking|home banking|bankowości)\b"
+)
+
+
+def _iban(value: str, said: bool = False) -> bool:
+    """Whether ``value`` is an IBAN (its check digits hold, or ``said``: the text calls it
+    one): an account to pay into, printed in groups; public, unlike a card's number."""
+    joined = re.sub(r"[ -]", "", value.removeprefix("IBAN "))
+    if not re.fullmatch(r"[A-Z]{2}\d{2}[A-Z0-9]{10,30}", joined):
+        return False
+    if said:
+        return True
+    moved = joined[4:] + joined[:4]
+    return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+
+
 def _test_card(digits: str) -> bool:
     return digits in _TEST_CARDS or len(set(digits)) <= 3 or digits.count("0") >= len(digits) // 2
 
@@ -1380,6 +1434,8 @@ def _spaced(text: str) -> Iterator[tuple[str, int, int]]:
         digits = re.sub(r"\D", "", match.group())
         if not 13 <= len(digits) <= 19 or _test_card(digits):
             continue
+        if _TEST_CONTEXT.search(text, max(0, match.start() - 40), match.start()):
+            continue
         if _luhn(digits) or _CARD_WORDS.search(text):
             cards += 1
             yield "card number", *match.span()
@@ -1389,6 +1445,13 @@ def _spaced(text: str) -> Iterator[tuple[str, int, int]]:
         found = match.group()
         while re.search(r"[ -][A-Za-z]+$", found) and not re.search(r"[ -][A-Z]{4,6}$", found):
             found = re.sub(r"[ -][A-Za-z]+$", "", found)  # "4242 4242 4242 4242 with": a word
+        if re.fullmatch(r"(?:[A-Za-z]+[ -])+\d{4}(?:[ -]\d{4})+", found):
+            continue  # "test card 4242 ...": words, then a number read on its own below
+        said = "IBAN" in text[max(0, match.start() - 20) : match.start() + 5]
+        if (_iban(found, said) and not _BANK_LOGIN.search(text)) or _TEST_CONTEXT.search(
+            text, max(0, match.start() - 40), match.start()
+        ):
+            continue  # an account number to pay to; a card number given for tests
         if len(re.split(r"[ -]", found)) < 4:
             continue
         joined = re.sub(r"[ -]", "", found)
@@ -1567,6 +1630,36 @@ _KEYED_IN = re.compile(
 _ASKED = re.compile(r"\?[ \t]*\n(?:[ \t]*\n)*[ \t]*(?:(?:yeah|yes|yep|sure|ok|oui|ja|sí|si)\W+)?")
 
 
+# Words that hand something over: "here you go: X", "use this: X", "aquí tienes: X".
+_GIVEN = re.compile(
+    r"(?i)\b(?:here you go|here it is|here you are|use this|try this|there you go|voilà|voila"
+    r"|aquí tienes|aqui tienes|aqui está|toma|hier bitte|bitteschön|tieni|ecco|вот|держи"
+    r"|proszę|alsjeblieft|alstublieft|här|varsågod|tässä|buyrun|ambil ini|ini dia)\s*[:,\-—]\s*"
+    r"[`'\"]?(?P<v>[^\s`'\"]{8,64})"
+)
+
+
+_GIVEN_WORDS = (
+    "here", "use this", "try this", "voil", "aqu", "toma", "bitte", "tieni", "ecco", "вот",
+    "держи", "proszę", "alsjeblieft", "alstublieft", "här", "varsågod", "tässä", "buyrun",
+    "ambil ini", "ini dia",
+)  # fmt: skip
+
+
+def _has_word_run(text: str) -> bool:
+    """Whether ``text`` has twelve words in a row that a seed phrase could be made of (a
+    cheap test before the pattern is tried)."""
+    run = 0
+    for word in text.split():
+        if word.isalpha() and word.islower() and 3 <= len(word) <= 8 and word not in _PROSE_WORDS:
+            run += 1
+            if run >= 12:
+                return True
+        else:
+            run = 0
+    return False
+
+
 def _answered(text: str) -> Iterator[tuple[str, int, int]]:
     """The credential that answers a question for one, on the lines below it."""
     for asked in _ASKED.finditer(text):
@@ -1594,7 +1687,7 @@ def _shaped(text: str) -> Iterator[tuple[str, int, int]]:
     if "WIFI:" in text:
         for match in _WIFI_QR.finditer(text):
             yield "password", *match.span("v")
-    for match in _WORD_RUN.finditer(text):
+    for match in _WORD_RUN.finditer(text) if _has_word_run(text) else ():
         words = match.group().split()
         if len(words) in {12, 15, 18, 21, 24} and not _PROSE_WORDS & set(words):
             yield "seed phrase", *match.span()
@@ -1606,6 +1699,13 @@ def _shaped(text: str) -> Iterator[tuple[str, int, int]]:
                 yield "PIN or code", *match.span("v")
     if "?" in text:
         yield from _answered(text)
+    low = text.lower()
+    for match in _GIVEN.finditer(text) if any(w in low for w in _GIVEN_WORDS) else ():
+        value = match.group("v").rstrip(".,;!?")
+        if _strict(value) or (
+            _secret_looking(value, code=False) and any(c in "!@#$%^&*?~_" for c in value)
+        ):
+            yield "password", match.start("v"), match.start("v") + len(value)
 
 
 def chat_secrets(text: str) -> list[tuple[str, int, int]]:

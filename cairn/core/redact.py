@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MASK", "mask_url", "mask_urls", "url_secrets"]
+__all__ = ["MASK", "mask_url", "mask_urls", "url_secrets", "userinfo_end"]
 
 MASK = "***"
 
@@ -35,10 +35,26 @@ def _split(url: str) -> tuple[str, str | None, str, str] | None:
         if "@" not in url:
             return None
         scheme, rest = "", url
+    end = userinfo_end(rest)
+    if end >= 0:
+        userinfo, rest = rest[:end], rest[end + 1 :]
     cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
-    before, tail = rest[:cut], rest[cut:]
-    userinfo, at, address = before.rpartition("@")
-    return scheme + sep, (userinfo if at else None), address, tail
+    return scheme + sep, (userinfo if end >= 0 else None), rest[:cut], rest[cut:]
+
+
+def userinfo_end(rest: str) -> int:
+    """Where the user info of a URL ends (its "@"), in ``rest``, the URL after "://"; -1
+    when it has none. It runs to the last "@" before the path: a password may hold "?", "#",
+    "@" or "/" (written unescaped), and is then still found whole."""
+    first = rest.find("@")
+    if first < 0:
+        return -1
+    cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    if first > cut and (":" not in rest[:first] or "/" in rest[:first]):
+        return -1  # an "@" in the query or the fragment: ?email=a@b.c
+    slash = rest.find("/", first)
+    last = rest.rfind("@", 0, slash if slash >= 0 else len(rest))
+    return last if last >= 0 else -1
 
 
 def _masked_query(tail: str) -> str:

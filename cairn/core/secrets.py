@@ -34,7 +34,7 @@ from cairn.core.credentials import (
     public_spans,
     said_of_something_else,
 )
-from cairn.core.redact import url_secrets
+from cairn.core.redact import url_secrets, userinfo_end
 
 __all__ = [
     "SECRET_MARK",
@@ -547,7 +547,12 @@ def _in_urls(text: str) -> Iterator[Secret]:
         url, offset = match.group(0), match.start()
         values = url_secrets(url)
         after_scheme = url.find("://") + 3
-        query = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+        end = userinfo_end(url[after_scheme:])
+        at = after_scheme + end if end >= 0 else -1
+        host = at + 1 if at > 0 else after_scheme  # the query begins after the user info
+        query = min(
+            (i for i in (url.find("?", host), url.find("#", host)) if i >= 0), default=len(url)
+        )
         host_end = url.find("/", after_scheme)
         user_end = url.find("@", after_scheme, host_end if host_end > 0 else query)
         if user_end > after_scheme and ":" not in url[after_scheme:user_end]:
@@ -559,7 +564,6 @@ def _in_urls(text: str) -> Iterator[Secret]:
             yield Secret("token in a URL", offset + where, offset + where + len(value))
         if not values:
             continue
-        at = url.rfind("@", 0, query)
         if at > after_scheme and ":" in url[after_scheme:at]:
             where = url.index(":", after_scheme) + 1
             password, values = url[where:at], values[1:]
@@ -747,13 +751,21 @@ _ENCODED_MESSAGE = re.compile(r"(?i)encoded\s+(?:\w+\s+){0,3}message:?\s*$")
 _DEFAULT_VALUES = frozenset(
     """
     changeme change-me change_me changeit replace_me replaceme secret password pass example
-    test xxx
+    test xxx cambiame cámbiame cambialo cambiami mudar trocar aendern ändern changez-moi
+    wijzigen zmien zmienmnie muuta ändra endre skift değiştir поменяй
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 _EXAMPLE_WORDS = re.compile(
     r"(?i)example|sample|placeholder|template|dummy|\bfake\b|beispiel|vorlage|exemple|modèle"
     r"|ejemplo|plantilla|exemplo|modelo|esempio|voorbeeld|przykład|пример|шаблон|örnek|mẫu"
     r"|giữ chỗ|contoh|例|サンプル|テンプレート|示例|模板|예시|샘플|\.dist\b|\.tmpl\b"
+)
+
+
+# A name for where a credential goes: YOUR_API_KEY_HERE, your-token, INSERT_KEY, <token>.
+_PLACEHOLDER_NAME = re.compile(
+    r"(?i)(?:your|my|insert|enter|replace|put)[_\-][\w\-]*|[\w\-]*[_\-](?:here|goes[_\-]here)"
+    r"|<[^<>\s]+>"
 )
 
 
@@ -789,6 +801,8 @@ def find_secrets(text: str) -> list[Secret]:
         value = text[secret.start : secret.end]
         if value.endswith(("EXAMPLE", "EXAMPLEKEY")) or _FILLER.search(value) or _jwt_io(value):
             continue  # a documented example (AKIAIOSFODNN7EXAMPLE), a filler (sk_live_XXXX...)
+        if _PLACEHOLDER_NAME.fullmatch(value):
+            continue  # YOUR_API_KEY_HERE, <token>: a place to put one
         if value.strip("`'\"").casefold() in _DEFAULT_VALUES and _EXAMPLE_WORDS.search(text):
             continue  # "password: changeme" in a template or an example: a stand-in
         if text[max(0, secret.start - 3) : secret.start] == "pk." or value.startswith("pk_"):

@@ -272,6 +272,19 @@ def test_visible_leaves_plain_ascii_alone() -> None:
         ("re staging kibana: it's the usual one, Ql0tbo!56", "Ql0tbo!56"),
         ("NAS: ops@atelier.local / beacon.walnut501@. Si ça bloque", "beacon.walnut501"),
         ("نام کاربری پنل: monitor رمزش هم اینه: 2u6je@6IjH&1", "2u6je@6IjH&1"),
+        # a fifth held-out corpus
+        ("guest wifi: AcmeGuest / Harbor_orbit788?", "Harbor_orbit788"),
+        ("Parloa de la contul root de AWS e gag6yPDDga&+ZQ, am activat și MFA", "gag6yPDDga&+ZQ"),
+        ("保險箱密碼是 0 4 2 7 1 9，開完記得轉亂", "0 4 2 7 1 9"),  # noqa: RUF001
+        ("mongodb+srv://analytics:ywRj2AB.Nr0H10?c@cluster0.x7kq2.mongodb.net/events?w=majority",
+         "ywRj2AB.Nr0H10?c"),
+        ('url = "postgres://app:zRHK?hf?PW@-hn35E@db.intern:5432/app"', "zRHK?hf?PW@-hn35E"),
+        ("here you go: Velvet_pepper583%", "Velvet_pepper583"),
+        ("[vnpay]\nvnp_HashSecret = JDIBX1UL0HHMUZKYX995366SZOSZ0WMC",
+         "JDIBX1UL0HHMUZKYX995366SZOSZ0WMC"),
+        ("zadej do aplikace ručně tenhle klíč: noyk yca7 3qtq fblu pzar 5d5i ette 6kb2",
+         "3qtq fblu"),
+        ("IBAN DE72 1846 9157 1510 0971 62. Online-Banking-Login: PIN 35575", "35575"),
     ],
 )  # fmt: skip
 def test_credentials_said_in_shapes_found_on_unseen_material_are_held(
@@ -312,6 +325,17 @@ def test_credentials_said_in_shapes_found_on_unseen_material_are_held(
         "Trong file values.yaml mẫu, mình để `password: changeme` chỉ là giá trị giữ chỗ thôi",
         "secretKeyRef:\n        name: orders-db\n        key: password\n  - name: DB_HOST",
         "design tokens for dark mode landed: `--bg: #0D1117`, `--fg: #E6EDF3`",
+        # a fifth held-out corpus
+        "Pour le virement : IBAN FR76 3000 6000 0112 3456 7890",
+        "Ödeme için IBAN: TR33 0006 1005 1978 6457 8413",
+        "use Stripe's test card 4242 4242 4242 4242 with any future date",
+        "En el .env.example dejad DB_PASSWORD=cambiame y cada uno pone la suya",
+        "ambil dari Secret Manager: projects/acme-id/secrets/midtrans-server-key/versions/latest",
+        "salasana vanheni kesken demon, kuka voi resetoida AD:ssa?",
+        "รหัสไปรษณีย์ 10110 เลขพัสดุ TH74787516657A",
+        "example: `curl -H 'Authorization: Bearer YOUR_API_KEY_HERE' https://api.acme.io`",
+        "डिलीवरी का पिन कोड 560001 है",
+        "connect with mongodb+srv://riport:<password>@prod-hu.o8d9e.mongodb.net/riportok",
     ],
 )
 def test_honest_texts_found_masked_on_unseen_material_stay_whole(text: str) -> None:
