@@ -55,7 +55,8 @@ _PASSWORD_WORDS = """
     sifresi lösenord losenord lösenordet adgangskode kodeord passord salasana tunnus heslo hesla
     jelszó jelszo jelszava geslo lozinka lozinku κωδικός κωδικος συνθηματικό סיסמה סיסמא הסיסמה
     sandi kata-sandi katasandi kata-laluan nenosiri neno-siri pasahitza contrasenya wpa2 wpa
-    passfrase passfras passfrasen lösenfras losenfras salasanalause wachtzin
+    passfrase passfras passfrasen lösenfras losenfras salasanalause wachtzin memorable-word
+    memorable-information პაროლი პაროლია გასაღები գաղտնաբառ գաղտնաբառը የይለፍ-ቃል
     wpa-psk psk пароль пароля паролем пароли парола гасло гасла кодове přihlašovací-údaje
     prihlasovaci-udaje كلمة-المرور كلمة-السر كلمة-سر كلمه-سر كلمةالمرور رمز-عبور رمزعبور گذرواژه
     पासवर्ड पासकोड পাসওয়ার্ড รหัสผ่าน รหัส mật-khẩu matkhau パスワード 密码 密碼 口令 비밀번호 비번 암호
@@ -63,6 +64,8 @@ _PASSWORD_WORDS = """
 # What a PIN or a numeric code is called: a number after one of these is a credential.
 _CODE_WORDS = """
     pin pincode pin-code passcode code-pin otp tan codice kod kodu koden kode koodi código
+    combo combination kombination combinación combinaison combinazione combinação szyfr
+    验证码 驗證碼 校验码 动态码 인증번호 인증코드 認証コード 確認コード 门禁密码
     codigo code cid セキュリティコード 安全码 보안코드 security-code código-de-seguridad larmkod
     larmkoden alarmcode alarmkod türcode turcode pinkod pinkoden пин пин-код
     код digicode puk cvv cvc cvv2 cvc2 csc tür-code kód kódja kódot codi کد কোড รหัสประตู κωδικός
@@ -157,7 +160,8 @@ _CONNECTORS = frozenset(
     is: är var blir er var blev oli jest są była będzie olarak dır dir idi это был была будет є
     був была это: είναι ήταν היא הוא هي هو है था थी là adalah ialah yaitu ni ay ialah ile és
     volt jsou bylo este fost er: er blev は が 是 为 為 는 은 이 가 입니다 です
-    it's it’s that's that’s here's here’s c'est c’est c'était c’était è sono
+    it's it’s that's that’s here's here’s c'est c’est c'était c’était è sono է ነው არის
+    改成 改为 换成 改為 變成 就是
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # Words read past on the way to the value: articles, pronouns, particles, auxiliaries,
@@ -235,6 +239,7 @@ _QUALIFIERS = frozenset(
 _NAMED_AFTER = tuple(
     """
     pocztowy pocztowego postal postale poštovní poštové postais pošte posta irányítószám
+    fiscale sdi destinatario ateco cliente fornitore iva
     ไปรษณีย์ ไปรษณีย
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
@@ -261,7 +266,7 @@ _ABOUT = frozenset(
     aangevraagd scaduta cambiata wygasło wygasł zmienione zmienione istekla promijenjena süresi
     doldu değişti utgånget ändrat udløbet vanhentunut lejárt expirou trocada alterada vencida
     vencido cambiado expirada guardada cambiada caducada gestor bóveda está stockée changé
-    expiré coffre gestionnaire est
+    expiré coffre gestionnaire est masked redacted removed hidden
         postal post articolo artículo article artikel product producto prodotto produit produkt
     помилки خطای pos poskod order pesanan numero número nummer telefono teléfono phone
         identité d'identité identity
@@ -495,6 +500,8 @@ def _stripped(token: str) -> tuple[str, int]:
     cjk = _CJK.search(token, start, end)
     if cjk is not None and cjk.start() > start:
         end = cjk.start()
+        while end > start and token[end - 1] in _EDGE + ",;.:":
+            end -= 1  # "3529(カード...": the bracket opens what follows
     comma = token.find(",", start, end)
     if comma > start and token[comma + 1 : comma + 2].isalpha():
         end = comma  # "ID,Secret": a list, one word at a time
@@ -540,6 +547,12 @@ def _identifier(value: str) -> bool:
         return True  # a piece of JSON; a JWT's header or claims alone (nothing signed)
     if _re_dotted(value):
         return True  # a setting's name: auth.existingSecret, spring.datasource.password
+    if re.fullmatch(
+        r"(?:[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[a-z][a-z0-9]*(?:[_.][a-z0-9]+)+)=[^=].*"
+        r"|\(?(?:sensitive|known)\b.*",
+        value,
+    ):
+        return True  # an assignment (its own rule reads it); Terraform's "(sensitive value)"
     if re.fullmatch(r"[a-z0-9_.\-]+(?:/[a-z0-9_.\-]+){2,}|[A-Z0-9]{2,}:[a-zäöå]{1,4}\??", value):
         return True  # a path (projects/acme/secrets/db/versions/latest); AD:ssa (Finnish)
     if re.fullmatch(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|#[0-9A-Fa-f]{3,8}", value):
@@ -698,10 +711,17 @@ def _window(
     paired = False  # an account was named: the next key-like word is its password
     numbers = code and connected  # a strong code word ("PIN") takes a number at once
     connected = connected and not code
-    for count, token in enumerate(_TOKEN.finditer(text, start)):
+    depth = 0  # inside a parenthesis: "für den Scanner (Kyocera im 2. OG) lautet ..."
+    count = -1
+    for token in _TOKEN.finditer(text, start):
+        raw = token.group()
+        if depth or (raw.startswith("(") and not raw.endswith(")") and count >= 0):
+            depth += raw.count("(") - raw.count(")")
+            depth = max(depth, 0)
+            continue
+        count += 1
         if count >= 9:
             return None
-        raw = token.group()
         if count and text[start : token.start()].count("\n") > 1:
             return None  # a blank line ends what the word introduced
         if count == 0 and raw.startswith(".") and not raw.startswith(".."):
@@ -725,6 +745,7 @@ def _window(
             and not raw.endswith("::")
             and folded not in _ABOUT
             and folded not in _QUALIFIERS
+            and not descriptive(folded)
         ):
             connected, skip_next = True, False
             continue  # a label (auth.existingSecret:, "user":): what it names comes next
@@ -778,11 +799,23 @@ def _window(
             connected and _stated(value) and not value.isalpha()
         ):
             return where
+        if (
+            connected
+            and hyphened
+            and _SLUG.fullmatch(value)
+            and any(c.isdigit() for c in value)
+            and not _identifier_besides_slug(value)
+            and not _VERSION.search(value)
+        ):
+            return where  # "pwd is sunflower_bakery09": words and digits, said to be it
         if paired and _stated(value) and not value.isalpha():
             return where
         if (
             numeric
-            and re.fullmatch(r"\d{3,8}[#*]?|(?=.{4,10}$)\d+[A-Za-z][0-9A-Za-z]*", value)
+            and re.fullmatch(
+                r"\d{3,8}[#*]?|(?=.{4,10}$)\d+[A-Za-z][0-9A-Za-z]*|\d{1,2}(?:[-–]\d{1,2}){2,3}",
+                value,
+            )
             and not (_identifier(value))
         ):
             return where  # a door code: 27895#, 1615B
@@ -938,7 +971,9 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             end < len(text) and text[end].isascii() and (text[end].isalnum() or text[end] in "_-")
         ):
             end += 1  # the rest of an identifier: DD_API_KEY_2, api-key-prod
-        inside = re.match(r"[ \t]*(?:[:=：]|は|是|为|는|은|이|가)[ \t]*", text[end:])
+        inside = re.match(
+            r"[ \t]*(?:[:=：]|は|是|为|는|은|이|가|改成了?|改为|换成|改為|變成)[ \t]*", text[end:]
+        )
         if inside:
             end += inside.end()
         # A code word of its own ("PIN", "Türcode", "ajtókód") takes a number at once; the
@@ -952,9 +987,10 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             _folded(word) in {"code", "codes"}
             and not _OPENS.search(text, max(0, k_start - 30), k_start)
             and not (
-                _OPENS_ANYWHERE.search(text, max(0, k_start - 150), k_start)
-                and re.match(
-                    r"\W*(?:is|:|=|now|is now|ist|est|es|é)\W+\d{4,8}[#*]?(?!\w)", text[end:]
+                _OPENS_ANYWHERE.search(text, max(0, k_start - 150), k_end + 60)
+                and re.search(
+                    r"(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé)\W+\d{4,8}[#*]?(?!\w)",
+                    text[end : end + 80],
                 )
             )
         ):
@@ -1019,7 +1055,7 @@ _STEMS = ("password", "passwd", "passphrase", "secret", "token", "apikey", "pwd"
 
 def _credential_name(name: str) -> bool:
     parts = [p.casefold() for p in _NAME_PARTS.findall(name)]
-    if parts[-2:] in (["session", "id"], ["sess", "id"]):
+    if parts[-2:] in (["session", "id"], ["sess", "id"]) or parts[-3:] == ["access", "key", "id"]:
         return True  # a session's id is its credential
     if (
         len(parts) >= 2
@@ -1045,8 +1081,9 @@ def _mixed_and_long(value: str) -> bool:
 
 # Values that say whether a setting is on, not what a secret is: "(using password: YES)".
 _SWITCHES = frozenset(
-    ["true", "false", "none", "yes", "no", "on", "off", "null", "nil", "required", "optional"]
-)
+    ["true", "false", "none", "yes", "no", "on", "off", "null", "nil", "required", "optional",
+     "(sensitive", "sensitive", "(known"]
+)  # fmt: skip
 
 
 def _assignments(text: str) -> Iterator[tuple[str, int, int]]:
@@ -1290,7 +1327,7 @@ _PREFIXES = (
     "hvs.", "hvb.", "hvr.", "dckr_pat_", "dckr_oat_", "bkua_", "shpat_", "shpss_", "shpca_",
     "shppa_", "glsa_", "glc_", "dop_v1_", "doo_v1_", "dor_v1_", "lin_api_", "lin_oauth_",
     "ntn_", "secret_", "dp.st.", "dp.pt.", "dp.ct.", "dp.sa.", "NRAK-", "NRAA-", "NRII-",
-    "dapi", "AKCp", "PMAK-", "sk.eyJ", "sq0csp-", "sq0atp-", "EAAA", "pul-",
+    "dapi", "AKCp", "PMAK-", "LTAI", "sk.eyJ", "sq0csp-", "sq0atp-", "EAAA", "pul-",
     "key-", "AGE-SECRET-KEY-1", "ATATT", "ATCTT", "figd_", "ops_eyJ", "sl.", "sntrys_",
     "sntryu_", "sgp_", "rubygems_", "pscale_pw_", "pscale_tkn_", "pscale_oauth_", "tfp_",
     "CLOJARS_", "ghr_", "glpat-", "gldt-", "glrt-", "glcbt-", "xoxe.", "xoxe-", "sk_live_",
@@ -1436,6 +1473,8 @@ def _spaced(text: str) -> Iterator[tuple[str, int, int]]:
             continue
         if _TEST_CONTEXT.search(text, max(0, match.start() - 40), match.start()):
             continue
+        if re.search(r"\d[ .]$", text[max(0, match.start() - 2) : match.start()]):
+            continue  # the end of a longer number (a bank slip's line)
         if _luhn(digits) or _CARD_WORDS.search(text):
             cards += 1
             yield "card number", *match.span()
@@ -1462,8 +1501,12 @@ def _spaced(text: str) -> Iterator[tuple[str, int, int]]:
             card = _luhn(joined) or _CARD_WORDS.search(text) is not None
             if 13 <= len(joined) <= 19 and card and not _test_card(joined):
                 yield "card number", *span
+                for code in _CARD_CODE.finditer(text, span[1], span[1] + 80):
+                    yield "card code", code.start(), code.end("v")
             continue
         groups = re.split(r"[ -]", found)
+        if " " not in found and found.islower() and any(g.isalpha() for g in groups):
+            continue  # a name joined by hyphens: ingest-worker-5c7d9b-wgp1g
         printed = len({len(g) for g in groups[:-1]}) == 1 and len(groups[-1]) <= len(groups[0])
         with_digits = sum(any(c.isdigit() for c in g) for g in groups)
         lower, upper, _, _ = _classes(joined)
@@ -1681,9 +1724,37 @@ def _answered(text: str) -> Iterator[tuple[str, int, int]]:
             yield "password", start, start + len(value)
 
 
+def _table(text: str) -> Iterator[tuple[str, int, int]]:
+    """The cells of a table's password column: "System | User | Pass" over its rows."""
+    lines = text.split("\n")
+    at = 0
+    column = -1
+    width = 0
+    for line in lines:
+        cells = line.split("|")
+        if len(cells) >= 2:
+            if column < 0:
+                for i, cell in enumerate(cells):
+                    head = _folded(cell.strip())
+                    if head and (head in _PASSWORD_SET or head in _CODE_SET or head in _KEY_SET):
+                        column, width = i, len(cells)
+                        break
+            elif len(cells) == width and not set(line) <= set("|-: \t"):
+                before = sum(len(c) + 1 for c in cells[:column])
+                value = cells[column].strip()
+                if value and not placeholder(value) and len(value) >= 4:
+                    start = at + before + cells[column].index(value)
+                    yield "password", start, start + len(value)
+        elif column >= 0 and line.strip():
+            column = -1
+        at += len(line) + 1
+
+
 def _shaped(text: str) -> Iterator[tuple[str, int, int]]:
     """Credentials known by where they are written, with no word for them: a Wi-Fi QR code,
     a seed phrase of twelve words or more, a code's digits spaced out, an answer."""
+    if "|" in text and "\n" in text:
+        yield from _table(text)
     if "WIFI:" in text:
         for match in _WIFI_QR.finditer(text):
             yield "password", *match.span("v")

@@ -294,7 +294,11 @@ _SIGN_IN = (
     r"|invitation|onboard|join|accept|passwordless|otp|one-time|onetime|impersonate|unlock"
     r")(?:[-_](?:password|passwort|link|token|email|account|invite|login|code))*"
 )
-_SIGN_IN_PATH = re.compile(r"(?i)/" + _SIGN_IN + r"(?:/|\?|#|$)")
+_SIGN_IN_PATH = re.compile(
+    r"(?i)/(?:[\w-]*[_-])?" + _SIGN_IN + r"(?:/|\?|#|$)"
+    r"|/[\w-]*(?:jelszo|passw|contras|senha|hasl|wachtw|parol|sifre|mot-de-passe|restablec"
+    r"|redefin|zuruecksetz|recuper|wiederherst|visszaall)[\w-]*(?:/|\?|#|$)"
+)
 
 
 # What a password is called, in English and in the other languages people write in; the
@@ -517,7 +521,7 @@ _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uac00-\ud7af\uff00-\uffef]")
 # Path words after which the next parts of a URL are credentials: webhooks, bot tokens, keys.
 _SECRET_PATH = re.compile(
     r"(?i)^(?:webhooks?|webhookb2|hooks?|incomingwebhook|trigger|triggers|integrations?|token"
-    r"|tokens|keys?|secrets?|bot\d+:.*|services|" + _SIGN_IN + r")$"
+    r"|tokens|keys?|secrets?|bot\d+:.*|services|(?:[\w-]*[_-])?" + _SIGN_IN + r")$"
 )
 
 
@@ -682,6 +686,8 @@ def _in_library(text: str) -> Iterator[Secret]:
             value = text[start:end]
             if len(value) < 12 or not any(c.isdigit() for c in value) or _classes(value) < 2:
                 continue
+            if kind == "Twilio API Key" and value.startswith("AC"):
+                continue  # an account's SID: its name, not its key (those begin SK)
             while start > 0 and _TOKEN_CHAR.match(text[start - 1]):
                 start -= 1
             while end < len(text) and _TOKEN_CHAR.match(text[end]):

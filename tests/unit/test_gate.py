@@ -285,6 +285,26 @@ def test_visible_leaves_plain_ascii_alone() -> None:
         ("zadej do aplikace ručně tenhle klíč: noyk yca7 3qtq fblu pzar 5d5i ette 6kb2",
          "3qtq fblu"),
         ("IBAN DE72 1846 9157 1510 0971 62. Online-Banking-Login: PIN 35575", "35575"),
+        # a sixth held-out corpus
+        ("invite, don't forward: https://join.slack.com/t/cairn-partners/shared_invite/"
+         "zt-wxsx23bcvcz-FcFajvbZKiZ7Fce9muXgYC", "FcFajvbZKiZ7Fce9muXgYC"),
+        ("• Customer ID: 8258527920\n• memorable word: marmalade48", "marmalade48"),
+        ("left the spare laptop in locker 14, combo is 26-21-38 (turn right first)", "26-21-38"),
+        ("nvm found it. jenkins admin pwd is sunflower_bakery09 lol", "sunflower_bakery09"),
+        ("System | User | Pass\nSAP GUI | AUDIT01 | Bison6110*\nConcur | audit.ext1 | Gr@nit3#075",
+         "Bison6110*"),
+        ("das Passwort für den Scanner-Admin (Kyocera im 2. OG) lautet jetzt Orbit7576#, bitte",
+         "Orbit7576#"),
+        ("Visa pro 4025 9885 5468 7656, exp 11/26, cryptogramme 547. Supprimez", "547"),
+        ("阿里云 AccessKey ID：LTAI5tHezclCMMaIodwPalgP", "LTAI5tHezclCMMaIodwPalgP"),  # noqa: RUF001
+        ("门禁密码改成 221753 了，旧的作废", "221753"),  # noqa: RUF001
+        ("法人カードの暗証番号：3529（カード本体は経理の金庫にあります）", "3529"),  # noqa: RUF001
+        ("방금 문자로 온 인증번호 866481 이에요", "866481"),
+        ("ბუღალტერიის კომპიუტერის პაროლი: Zephyr7069%", "Zephyr7069"),
+        ("Սերվերի գաղտնաբառը Sommer.zephyr26 է", "Sommer.zephyr26"),
+        ("የቢሮ ዋይፋይ የይለፍ ቃል mango7578Tiger ነው", "mango7578Tiger"),
+        ("https://portal.cairn.hu/jelszo-visszaallitas?t=QNqHfeNZs1UG9yfxLT3ILizzVVyNb9fYJgqF8eVO",
+         "QNqHfeNZs1UG9yfxLT3ILizzVVyNb9fYJgqF8eVO"),
     ],
 )  # fmt: skip
 def test_credentials_said_in_shapes_found_on_unseen_material_are_held(
@@ -336,6 +356,14 @@ def test_credentials_said_in_shapes_found_on_unseen_material_are_held(
         "example: `curl -H 'Authorization: Bearer YOUR_API_KEY_HERE' https://api.acme.io`",
         "डिलीवरी का पिन कोड 560001 है",
         "connect with mongodb+srv://riport:<password>@prod-hu.o8d9e.mongodb.net/riportok",
+        # a sixth held-out corpus
+        "the config with the secrets masked:\nDB_HOST=pg-billing\nDB_USER=billing_app\n"
+        "DB_PASS=************",
+        "plan output:\n  ~ master_password = (sensitive value)",
+        "which Twilio subaccount is the SMS one, ACa37766109a14178089244d5947f4efe4?",
+        "P.IVA cliente 68628716589, codice SDI M5UXCR1",
+        "boleto: 34191.79689 72802.671632 52215.906222 8 35759907169546",
+        "logs of под ingest-worker-5c7d9b-wgp1g",
     ],
 )
 def test_honest_texts_found_masked_on_unseen_material_stay_whole(text: str) -> None:
