@@ -52,10 +52,11 @@ _PASSWORD_WORDS = """
     kennwort zugangsdaten zugangscode mot-de-passe mdp identifiants contraseña contrasena
     contraseñas clave credenciales senha palavra-passe credenciais wachtwoord ww inlog
     wachtwoorden parola parolă parolası credenziali hasło haslo hasła hasla şifre sifre şifresi
-    sifresi lösenord losenord lösenordet adgangskode kodeord passord salasana tunnus heslo hesla
+    sifresi lösenord losenord lösenordet adgangskode kodeord passord salasana tunnussana heslo hesla
     jelszó jelszo jelszava geslo lozinka lozinku κωδικός κωδικος συνθηματικό סיסמה סיסמא הסיסמה
     sandi kata-sandi katasandi kata-laluan nenosiri neno-siri pasahitza contrasenya wpa2 wpa
-    passfrase passfras passfrasen lösenfras losenfras salasanalause wachtzin memorable-word
+    passfrase passfras passfrasen lösenfras losenfras salasanalause wachtzin memorable-word lösen
+    community-string snmp-community comunitatea app-password app-passwort
     memorable-information პაროლი პაროლია გასაღები գաղտնաբառ գաղտնաբառը የይለፍ-ቃል
     wpa-psk psk пароль пароля паролем пароли парола гасло гасла кодове přihlašovací-údaje
     prihlasovaci-udaje كلمة-المرور كلمة-السر كلمة-سر كلمه-سر كلمةالمرور رمز-عبور رمزعبور گذرواژه
@@ -64,7 +65,7 @@ _PASSWORD_WORDS = """
 # What a PIN or a numeric code is called: a number after one of these is a credential.
 _CODE_WORDS = """
     pin pincode pin-code passcode code-pin otp tan codice kod kodu koden kode koodi código
-    combo combination kombination combinación combinaison combinazione combinação szyfr
+    combo combination kombination combinación combinaison combinazione combinação szyfr override
     验证码 驗證碼 校验码 动态码 인증번호 인증코드 認証コード 確認コード 门禁密码
     codigo code cid セキュリティコード 安全码 보안코드 security-code código-de-seguridad larmkod
     larmkoden alarmcode alarmkod türcode turcode pinkod pinkoden пин пин-код
@@ -77,6 +78,10 @@ _KEY_WORDS = """
     signature sig hmac bearer jwt clé cle schlüssel schluessel chave chiave sleutel klucz
     anahtar nyckel nøgle nokkel avain kulcs ključ ключ токен секрет টোকেন κλειδί מפתח مفتاح
     सीक्रेट キー トークン 密钥 令牌 키 토큰 シークレット 秘钥 秘密鍵 시크릿 비밀키
+    license-key licence-key product-key activation-code activation-key lizenzschlüssel
+    aktivierungscode clé-de-licence clave-de-licencia código-de-activación chave-de-licença
+    codice-di-attivazione codice-di-autorizzazione authorization-code licentiesleutel
+    klucz-licencyjny 라이선스 ライセンスキー 激活码 stream-key streamkey
 """.split()  # noqa: SIM905 (a word list reads best as prose)
 # The digits as words, in the languages a door code is said in ("siete tres nueve uno").
 _NUMBER_WORDS = frozenset(
@@ -155,7 +160,7 @@ _LIST_WORDS = (
 # after one of these may be any uncommon word.
 _CONNECTORS = frozenset(
     """
-    is are was were = : := => -> → — – - now still currently set to be will equals changed es
+    is are was were = : := => -> → — – - now still currently equals changed es
     era será son está sera est était ist lautet lautete wird war é era será ficou è sarà era è:
     is: är var blir er var blev oli jest są była będzie olarak dır dir idi это был была будет є
     був была это: είναι ήταν היא הוא هي هو है था थी là adalah ialah yaitu ni ay ialah ile és
@@ -239,7 +244,7 @@ _QUALIFIERS = frozenset(
 _NAMED_AFTER = tuple(
     """
     pocztowy pocztowego postal postale poštovní poštové postais pošte posta irányítószám
-    fiscale sdi destinatario ateco cliente fornitore iva
+    fiscale sdi destinatario ateco cliente fornitore iva البريدي
     ไปรษณีย์ ไปรษณีย
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
@@ -277,7 +282,7 @@ _PLACEHOLDER = re.compile(
     r"^(?:\$(?-i:[{(]|[A-Z_][A-Z0-9_]*(?![a-z0-9])|[a-z_][a-z0-9_]*$)|[%<\[{]|\{\{|os\.|env\.|process\.env|secrets?\.|vault:|op://|ref\+|arn:|\*{3,}"
     r"|(?:x{3,}[-_.]?)+$|y{3,}$|\.{3,}|•{3,}|redacted|hidden|masked|censored|example|placeholder"
     r"|replace[_-]?me|fixme|dummy|sample|test123|none|null|nil|true|false"
-    r"|undefined|todo|tbd|ssh-(?:rsa|ed25519|dss)|ecdsa-sha2|sk-ssh|age1|sha256:|sha1:|md5:"
+    r"|undefined|todo|tbd|[a-z]+(?:_[a-z]+)*_$|ssh-(?:rsa|ed25519|dss)|ecdsa-sha2|sk-ssh|age1|sha256:|sha1:|md5:"
     r"|AAAA[A-Z0-9])|.*(?:\.\.\.|…)",
     re.IGNORECASE,
 )
@@ -287,6 +292,7 @@ _MANAGERS = re.compile(r"(?i)1password|bitwarden|lastpass|keepass|passbolt|dashl
 # managers a reference names ("1Password'da").
 _PLACEHOLDER_PARTS = re.compile(
     r"(?i)your|yours|here|aqui|aquí|ici|hier|qui|tu_|dein|votre|mein|my_|insert|enter|fill"
+    r"|_kamu|_anda|isi_dengan|ihr_|tuo_|seu_|sua_|twoj|jouw_|uw_|ваш"
     r"|replace|1password|bitwarden|lastpass|keepass|passbolt|dashlane|keeper|vault|cyberark"
     r"|hashicorp|infisical|akeyless|conjur|thycotic|example"
 )
@@ -294,7 +300,7 @@ _PLACEHOLDER_PARTS = re.compile(
 _TOKEN = re.compile(r"\S+")
 # A variable where a value would be: $DB_PASSWORD, ${X}, $(vault read ...); not "$4ffr0n.v0rt".
 _VARIABLE = re.compile(r"\$(?:[{(]|[A-Z_][A-Z0-9_]*(?![a-z0-9])|[a-z_][a-z0-9_]*$)")
-_EDGE = "\"'“”‘’«»()[]{}<>`「」『』"
+_EDGE = "\"'“”‘’«»„‚()[]{}<>`「」『』"
 # Characters a password or key is written with besides letters and digits.
 _SYMBOLS = set("!@#$%^&*+=?~_|\\/.:-")
 _HEX = re.compile(r"(?:[0-9a-fA-F]{2}[-:]?){8,}[0-9a-fA-F]*")
@@ -591,7 +597,9 @@ def _identifier(value: str) -> bool:
 def _identifier_besides_slug(value: str) -> bool:
     """Whether ``value`` is an identifier for a reason other than being words joined by
     hyphens (a host, a version, a file, a credential word, a placeholder)."""
-    if _SLUG.fullmatch(value) and "." not in value:
+    if _SLUG.fullmatch(value) and not (
+        _HOST.fullmatch(value) or re.search(r"\.[a-z]{2,4}$", value) or _VERSION.search(value)
+    ):
         return (
             _folded(value) in _ABOUT
             or _is_keyword(value)
@@ -609,6 +617,8 @@ def _secret_looking(value: str, *, code: bool) -> bool:
         return code and 4 <= len(value) <= 8
     if len(value) < 6 or _identifier(value):
         return False
+    if re.fullmatch(r"[A-Za-z][a-z]+(?:/[A-Za-z][a-z]+)+", value):
+        return False  # a folder: Partner/Logistik
     if re.fullmatch(r"(?:[a-z]+|[A-Z]+)\d{1,4}", value) and len(value) <= 10:
         return False  # a name with a number: base64, sha256, ipv4, db01, TICKET42
     if (_HEX.fullmatch(value) and len(value) >= 16) or _UUID.fullmatch(value):
@@ -641,6 +651,28 @@ def _strict(value: str) -> bool:
     )
 
 
+_TECH_NAMES = frozenset(
+    """
+    base64 base32 base58 base16 b64 sha1 sha256 sha384 sha512 md5 crc32 utf8 utf-8 utf16 ipv4
+    ipv6 h264 h265 x86 x64 arm64 amd64 i386 win32 win64 mp3 mp4 s3 ec2 k8s k3s oauth2 http2
+    http3 tls1.2 tls1.3 aes128 aes256 rsa2048 rsa4096 ed25519 x509 pkcs12 pkcs8 ecdsa256
+    """.split()  # noqa: SIM905 (a word list reads best as prose)
+)
+# Letters with few vowels, as a random password generator writes them (vcmblmrwombemtid).
+_VOWELS = set("aeiouy")
+
+
+def _random_letters(value: str) -> bool:
+    """Whether ``value`` is ten or more lower-case letters too poor in vowels to be a word."""
+    return (
+        len(value) >= 10
+        and value.isascii()
+        and value.isalpha()
+        and value.islower()
+        and sum(c in _VOWELS for c in value) < 0.25 * len(value)
+    )
+
+
 def _stated(value: str) -> bool:
     """After a connector ("is", ":"): whether ``value`` can be a password though it is a
     plain word ("sonnenblume"): not a common word about passwords, long enough."""
@@ -651,10 +683,12 @@ def _stated(value: str) -> bool:
         return False
     if value.isalpha() and value.islower() and len(value) < 8:
         return False  # a short plain word is more often a word than a password
-    if re.fullmatch(r"[^\W\d_]+['’][^\W\d_]*", value) or '"' in value or value[0] in ",;:":
+    if re.fullmatch(r"[^\W\d_]+['’][^\W\d_]*[?!.]?", value) or '"' in value or value[0] in ",;:":
         return False  # a word with an apostrophe (it's, don't), a piece of JSON
     if value.isdigit() and len(value) == 4 and value[:2] in {"19", "20"}:
         return False  # a year
+    if folded in _TECH_NAMES:
+        return False  # base64, sha256, utf8: names with a number
     return not descriptive(folded)
 
 
@@ -712,6 +746,7 @@ def _window(
     numbers = code and connected  # a strong code word ("PIN") takes a number at once
     connected = connected and not code
     depth = 0  # inside a parenthesis: "für den Scanner (Kyocera im 2. OG) lautet ..."
+    changed = False  # "changed", "endret": a "to" after it leads to the value
     count = -1
     for token in _TOKEN.finditer(text, start):
         raw = token.group()
@@ -720,7 +755,7 @@ def _window(
             depth = max(depth, 0)
             continue
         count += 1
-        if count >= 9:
+        if count >= 12:
             return None
         if count and text[start : token.start()].count("\n") > 1:
             return None  # a blank line ends what the word introduced
@@ -758,12 +793,15 @@ def _window(
             dash = value in {"-", "—", "–"}
             if (
                 not dash or (count == 0 and "\n" not in text[start : token.start()])
-            ) and count <= 5:
+            ) and count <= 8:
                 connected = True  # a dash joins only right after; "is" only near the word
+                changed = changed or folded in _CHANGED
             continue
         where = (token.start() + offset, token.start() + offset + len(value))
         if skip_next:
             skip_next = False
+            if code and connected and re.fullmatch(r"\d{4,8}[#*]?", value):
+                return where  # "endret til 85631": changed to
             if not _strict(value):
                 connected = connected or raw.rstrip(_EDGE).endswith((":", "="))
                 continue  # "for the nas", "на роутере": what it is for
@@ -773,7 +811,12 @@ def _window(
         if folded in _LOGINS or raw == "/":
             paired = True  # "admin / X", "user root, pass X": the value is next
             continue
+        if folded in _CHANGED and (connected or count == 0):
+            connected, changed = True, True
+            continue  # "er endret til", "has been changed to": the value follows
         if folded in _PREPOSITIONS:
+            if connected and changed and folded in _TO:
+                continue  # "changed to"
             if connected:
                 return None  # "is in the vault", "jest w 1Password": where it is
             skip_next = True
@@ -781,7 +824,7 @@ def _window(
         if _MANAGERS.search(value):
             return None  # "1Passwordista", "in Bitwarden": where it is, not what it is
         numeric = code and (connected or numbers)
-        if code and len(value) > 12 and not value.isdigit():
+        if code and len(value) > 12 and not value.isdigit() and any(c.isdigit() for c in value):
             return None  # a code is short: what follows is something else (a digest, a key)
         if (
             (phrase or ((connected or count == 0) and hyphened))
@@ -796,7 +839,7 @@ def _window(
             }:
                 return where[0], where[0] + len(words.group())  # "tapfer Kerze Wolkenbruch"
         if _secret_looking(value, code=numeric) or (
-            connected and _stated(value) and not value.isalpha()
+            connected and _stated(value) and (not value.isalpha() or _random_letters(value))
         ):
             return where
         if (
@@ -842,6 +885,21 @@ def _window(
         elif raw.endswith(".") and count == 0:
             return None  # "never got the OTP. Call ...": the sentence ended
     return None
+
+
+# Words that say a credential was changed, and the "to" that leads from them to its value.
+_CHANGED = frozenset(
+    """
+    changed updated reset set endret ændret ændret ändrat ändrad geändert gewechselt cambiado
+    cambiata cambiato changé changée gewijzigd veranderd zmieniony zmienione zmieniono
+    muutettu alterado alterada mudado mudada trocado schimbat změněno změněn megváltozott
+    değişti değiştirildi изменён изменен поменял поменяли змінено
+    """.split()  # noqa: SIM905 (a word list reads best as prose)
+)
+_TO = frozenset(
+    ["to", "til", "till", "zu", "auf", "à", "a", "en", "na", "naar", "op", "in", "på", "för", "на",
+     "в", "do", "la"]
+)  # fmt: skip
 
 
 def _in_template(text: str, at: int) -> bool:
@@ -980,24 +1038,28 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
         # English and French "code" waits for a connector ("the door code is 4711"), and is
         # a credential only when a word before it says what it opens: a payroll, project,
         # area or promo code is not one.
-        opens = _OPENS_AFTER.match(text, end) if _folded(word) in {"code", "codes"} else None
+        plain_code = _folded(word) in {"code", "codes", "override"}
+        opens = _OPENS_AFTER.match(text, end) if plain_code else None
         if opens is not None:
             end = opens.end()  # "code de la porte": the value comes after what it opens
-        elif (
-            _folded(word) in {"code", "codes"}
+        door = _OPENS_ANYWHERE.search(text, max(0, k_start - 150), k_end + 60) is not None
+        digits_next = re.match(r"\s*\d{4,8}[#*]?(?!\w)", text[end:]) is not None
+        if (
+            opens is None
+            and plain_code
             and not _OPENS.search(text, max(0, k_start - 30), k_start)
-            and not (
-                _OPENS_ANYWHERE.search(text, max(0, k_start - 150), k_end + 60)
-                and re.search(
-                    r"(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé)\W+\d{4,8}[#*]?(?!\w)",
-                    text[end : end + 80],
-                )
+            and not (door and digits_next)
+            and not re.search(
+                r"(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé)\W+\d{4,8}[#*]?(?!\w)",
+                text[end : end + 80],
             )
         ):
-            continue
+            continue  # a payroll, project or promo code: no digits said to be it
         strong = word in _STRONG_CODES or (
-            kind == "PIN or code" and _folded(word) not in {"code", "codes", "code-pin"}
+            kind == "PIN or code" and _folded(word) not in {"code", "codes", "code-pin", "override"}
         )
+        if plain_code and door and digits_next:
+            strong = True  # "keypad ... new code 34648#": a door is named, the digits follow
         found = _window(
             text,
             end,
@@ -1015,8 +1077,8 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
         if found is None and kind == "password":
             found = _said_before(text, k_start)
         said = text[found[0] : found[1]] if found is not None else ""
-        if kind == "API key or token" and said.isdigit() and len(said) <= 4:
-            continue  # a short number is not a key: "the key of 2022"
+        if kind == "API key or token" and said.isdigit() and not 5 <= len(said) <= 12:
+            continue  # a short number is not a key ("the key of 2022"), nor a document's long one
         if found is not None:
             yield kind, *found
 
@@ -1096,10 +1158,14 @@ def _assignments(text: str) -> Iterator[tuple[str, int, int]]:
             continue  # a cookie header: its pairs are read one by one (_headers_and_markup)
         group = "q" if match.group("q") is not None else "v"
         value = match.group(group)
-        if group == "v" and value.endswith(")") and "(" not in value:
-            value = value[:-1]  # "(using password: YES)": the bracket closes the sentence's
+        if group == "v":
+            value = value.rstrip(".,;:!?")
+            if value.endswith(")") and "(" not in value:
+                value = value[:-1]  # "(using password: YES)": the bracket closes the sentence's
         if _PLACEHOLDER.match(value) or _PLACEHOLDER_PARTS.search(value) or len(set(value)) == 1:
             continue
+        if re.fullmatch(r"[a-z]+(?:_[a-z]+)*[_-]", value):
+            continue  # a prefix with nothing after it: sk_live_
         if (value.isdigit() and len(value) < 4) or value.casefold() in _SWITCHES:
             continue
         if (
@@ -1120,7 +1186,7 @@ def _assignments(text: str) -> Iterator[tuple[str, int, int]]:
 _FLAGS = re.compile(
     r"(?:^|\s)(?P<flag>(?:--[\w-]*(?:password|passwd|pass|token|secret|api-key|apikey)"
     r"|-storepass|-keypass|-srcstorepass|-deststorepass)(?=[=\s])|/p:"
-    r"|-passin\s+pass:|-passout\s+pass:|-P(?=\s)|-p(?=\s|\S)|-a(?=\s)|-w(?=\s))[=\s]?\s*"
+    r"|-passin\s+pass:|-passout\s+pass:|-P(?=\s)|-p(?=\s|\S)|-a(?=\s)|-w(?=\s)|-c(?=\s))[=\s]?\s*"
     r"[\"']?(?P<v>[^\s\"']{3,})"
 )
 # The commands whose one-letter flag takes a password: -p, -P, -a, -w mean other things to
@@ -1132,6 +1198,7 @@ _SHORT_FLAG_COMMANDS = {
     "-P": ("sqlcmd", "bcp", "mysql", "osql", "ipmitool"),
     "-a": ("redis-cli", "keydb-cli", "valkey-cli"),
     "-w": ("ldapsearch", "ldapmodify", "ldapadd", "ldapdelete", "ldappasswd", "ldapwhoami"),
+    "-c": ("snmpwalk", "snmpget", "snmpbulkwalk", "snmpset", "snmptable", "snmpgetnext"),
 }  # fmt: skip
 
 
@@ -1144,7 +1211,7 @@ def _command_of(text: str, at: int) -> str:
     semicolon began), each without its path."""
     line_start = max(text.rfind("\n", 0, at), text.rfind("|", 0, at), text.rfind(";", 0, at))
     words = text[line_start + 1 : at].split()
-    return " ".join(w.rsplit("/", 1)[-1] for w in words)
+    return " ".join(w.strip("`'\"$").rsplit("/", 1)[-1] for w in words)
 
 
 def _flags(text: str) -> Iterator[tuple[str, int, int]]:
@@ -1194,6 +1261,7 @@ _COMMANDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("community", r"snmp-server\s+community\s+(?P<v>\S{4,})"),
         ("-", r"(?<![\d-])(?P<v>\d{6}(?:-\d{6}){7})(?![\d-])"),
         ("ssh ", r"(?:^|\s)ssh\s+(?:-\w+\s+)*[\w.\-]+@[\w.\-:\[\]]+\s+[\"'`]?(?P<v>[^\s\"'`]{6,})"),
+        ("sv_setsteamaccount", r"sv_setsteamaccount\s+(?P<v>[A-Fa-f0-9]{32})"),
         ("net use", r"(?i:net\s+use)\s+(?:[A-Za-z]:\s+)?\\\\\S+\s+(?P<v>[^\s/]\S{3,})"),
     )
 )  # fmt: skip
@@ -1327,7 +1395,7 @@ _PREFIXES = (
     "hvs.", "hvb.", "hvr.", "dckr_pat_", "dckr_oat_", "bkua_", "shpat_", "shpss_", "shpca_",
     "shppa_", "glsa_", "glc_", "dop_v1_", "doo_v1_", "dor_v1_", "lin_api_", "lin_oauth_",
     "ntn_", "secret_", "dp.st.", "dp.pt.", "dp.ct.", "dp.sa.", "NRAK-", "NRAA-", "NRII-",
-    "dapi", "AKCp", "PMAK-", "LTAI", "sk.eyJ", "sq0csp-", "sq0atp-", "EAAA", "pul-",
+    "dapi", "AKCp", "PMAK-", "LTAI", "APP_USR-", "sk.eyJ", "sq0csp-", "sq0atp-", "EAAA", "pul-",
     "key-", "AGE-SECRET-KEY-1", "ATATT", "ATCTT", "figd_", "ops_eyJ", "sl.", "sntrys_",
     "sntryu_", "sgp_", "rubygems_", "pscale_pw_", "pscale_tkn_", "pscale_oauth_", "tfp_",
     "CLOJARS_", "ghr_", "glpat-", "gldt-", "glrt-", "glcbt-", "xoxe.", "xoxe-", "sk_live_",
@@ -1573,7 +1641,7 @@ _FOUR_DIGITS = re.compile(r"\d\D{0,8}\d\D{0,8}\d\D{0,8}\d")
 _LONG_WORD = re.compile(r"[A-Za-z0-9_\-.]{14,}")
 _COMMAND_WORDS = (
     "htpasswd", "change_password", "/user:", "password", "identified", "sqlplus",
-    "securestring", "secret ", "community", "-", "ssh ", "net use",
+    "securestring", "secret ", "community", "-", "ssh ", "net use", "sv_setsteamaccount",
 )  # fmt: skip
 
 
@@ -1668,6 +1736,11 @@ _KEYED_IN = re.compile(
     r"|composer|digita|digite|marca|marque|teclea|introduce|wpisz|vul in|toets)\s+(?:in\s+)?"
     r"(?P<v>\d{4,8}[#*]?)(?![\w.:/])"
 )
+# Words that make digits keyed in a code: "service mode: ... enter 64088373".
+_KEYED_CONTEXT = re.compile(
+    r"(?i)\b(?:mode|override|manager|supervisor|admin|service menu|unlock|disarm|maintenance"
+    r"|modo|modus|mode de|wartung|gestor|encargado|gerente)\b"
+)
 # A line that asks for a credential ("anyone know the pw for the demo tenant?"): the answer
 # below it is the credential.
 _ASKED = re.compile(r"\?[ \t]*\n(?:[ \t]*\n)*[ \t]*(?:(?:yeah|yes|yep|sure|ok|oui|ja|sí|si)\W+)?")
@@ -1687,6 +1760,14 @@ _GIVEN_WORDS = (
     "держи", "proszę", "alsjeblieft", "alstublieft", "här", "varsågod", "tässä", "buyrun",
     "ambil ini", "ini dia",
 )  # fmt: skip
+
+
+# An app-specific password as providers print it: four groups of four letters.
+_APP_PASSWORD = re.compile(r"(?<![\w-])[a-z]{4}-[a-z]{4}-[a-z]{4}-[a-z]{4}(?![\w-])")
+# A Mailgun key: 32 hex digits, then two groups of 8.
+_MAILGUN = re.compile(r"(?<![\w-])[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}(?![\w-])")
+# "the shared login is Ambulance635$": a login said to be a value that reads as a password.
+_LOGIN_IS = re.compile(r"(?i)\blog-?in\s+(?:is|=|:|was|now)\s+[`'\"]?(?P<v>[^\s`'\"]{8,64})")
 
 
 def _has_word_run(text: str) -> bool:
@@ -1766,8 +1847,21 @@ def _shaped(text: str) -> Iterator[tuple[str, int, int]]:
         for match in _SPACED_CODE.finditer(text):
             yield "PIN or code", *match.span("v")
         for match in _KEYED_IN.finditer(text):
-            if _OPENS_ANYWHERE.search(text, 0, match.start()):
+            if _OPENS_ANYWHERE.search(text, 0, match.start()) or _KEYED_CONTEXT.search(
+                text, 0, match.start()
+            ):
                 yield "PIN or code", *match.span("v")
+    for match in _APP_PASSWORD.finditer(text):
+        letters = match.group().replace("-", "")
+        if sum(c in _VOWELS for c in letters) < 0.3 * len(letters) and len(set(letters)) >= 8:
+            yield "app password", *match.span()  # as Apple and Google print one
+    if "-" in text:
+        for match in _MAILGUN.finditer(text):
+            yield "API key or token", *match.span()
+    for match in _LOGIN_IS.finditer(text):
+        value = match.group("v").rstrip(".,;:!?")
+        if _strict(value):
+            yield "password", match.start("v"), match.start("v") + len(value)
     if "?" in text:
         yield from _answered(text)
     low = text.lower()

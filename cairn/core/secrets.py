@@ -171,8 +171,8 @@ def _stated_password(value: str) -> bool:
     word = _folded(value)
     if len(value) < 3 or word in _STOP_WORDS or _PLACEHOLDER.match(value) or placeholder(value):
         return False
-    if len(set(value)) == 1:
-        return False
+    if len(set(value)) == 1 or re.fullmatch(r"[^\W\d_]+['’][^\W\d_]*[?!.]?", value):
+        return False  # one character over and over; a word with an apostrophe (you'll)
     if value.isalpha() and value.islower() and (descriptive(word) or len(value) < 4):
         return False
     return not (value.isalpha() and value.istitle() and len(value) < 4)
@@ -701,7 +701,7 @@ _ID_CONTEXT = re.compile(
     r"(?:\b(?i:megolm|session[ _-]?id|sender[ _-]?key|curve25519|ed25519|device[ _-]?(?:id|key)?"
     r"|room[ _-]?id|event[ _-]?id|request[ _-]?id|trace[ _-]?id|host[ _-]?id|fingerprint"
     r"|identity[ _-]?key|public[ _-]?key|checksum|digest|sha\d+|commit|txn[ _-]?id|base64,"
-    r"|integrity|h1:|spki|pin-sha256|hash|address|adresse|dirección|endereço|indirizzo"
+    r"|integrity|h1:|spki|pin-sha256|hash|md5|address|adresse|dirección|endereço|indirizzo"
     r"|wallet|txid|tx[ _-]?hash|etag|version[ _-]?id|object version|kid)"
     r"(?:\W{1,3}[^\s\[\]]{1,40}){0,6}"
     r"|(?:[a-z]Id|\bID)(?:\W{1,3}[^\s\[\]]{1,40})?)\W{0,3}$"
@@ -775,6 +775,10 @@ _PLACEHOLDER_NAME = re.compile(
 )
 
 
+# A value that says it is not one: xoxb-not-a-real-token, sk_test_fake_key.
+_NOT_REAL = re.compile(r"(?i)not[-_]?a[-_]?real|[-_](?:fake|dummy|example|sample)[-_]|redacted")
+
+
 def _jwt_io(value: str) -> bool:
     """Whether ``value`` is the sample token that jwt.io and its documentation show (its
     claims: sub 1234567890, name John Doe): an example known to everyone, not a credential."""
@@ -807,7 +811,7 @@ def find_secrets(text: str) -> list[Secret]:
         value = text[secret.start : secret.end]
         if value.endswith(("EXAMPLE", "EXAMPLEKEY")) or _FILLER.search(value) or _jwt_io(value):
             continue  # a documented example (AKIAIOSFODNN7EXAMPLE), a filler (sk_live_XXXX...)
-        if _PLACEHOLDER_NAME.fullmatch(value):
+        if _PLACEHOLDER_NAME.fullmatch(value) or _NOT_REAL.search(value):
             continue  # YOUR_API_KEY_HERE, <token>: a place to put one
         if value.strip("`'\"").casefold() in _DEFAULT_VALUES and _EXAMPLE_WORDS.search(text):
             continue  # "password: changeme" in a template or an example: a stand-in
