@@ -1770,6 +1770,16 @@ _MAILGUN = re.compile(r"(?<![\w-])[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}(?![\w-])"
 _LOGIN_IS = re.compile(r"(?i)\blog-?in\s+(?:is|=|:|was|now)\s+[`'\"]?(?P<v>[^\s`'\"]{8,64})")
 
 
+# Words that put a run of words in a wallet: without one, twelve plain words are a list of
+# names (tags, tools) or generated text, not a seed phrase.
+_WALLET = re.compile(
+    r"(?i)wallet|seed|mnemonic|recovery|phrase|ledger|trezor|metamask|phantom|bitcoin|\bbtc\b"
+    r"|\beth\b|ethereum|solana|crypto|faucet|mainnet|testnet|cold storage|backup words"
+    r"|carteira|cartera|portefeuille|geldbörse|portafoglio|portfel|кошел|гаманець|cüzdan"
+    r"|ウォレット|钱包|錢包|지갑|ví|dompet|محفظة|ארנק"
+)
+
+
 def _has_word_run(text: str) -> bool:
     """Whether ``text`` has twelve words in a row that a seed phrase could be made of (a
     cheap test before the pattern is tried)."""
@@ -1839,7 +1849,8 @@ def _shaped(text: str) -> Iterator[tuple[str, int, int]]:
     if "WIFI:" in text:
         for match in _WIFI_QR.finditer(text):
             yield "password", *match.span("v")
-    for match in _WORD_RUN.finditer(text) if _has_word_run(text) else ():
+    seeds = _has_word_run(text) and _WALLET.search(text) is not None
+    for match in _WORD_RUN.finditer(text) if seeds else ():
         words = match.group().split()
         if len(words) in {12, 15, 18, 21, 24} and not _PROSE_WORDS & set(words):
             yield "seed phrase", *match.span()
