@@ -116,7 +116,8 @@ _OPENS = re.compile(
 _OPENS_ANYWHERE = re.compile(
     r"(?i)\b(?:door|doors|gate|alarm|safe|keypad|lock|padlock|locker|server ?room|tür|porte"
     r"|puerta|porta|portão|alarme|alarma|allarme|tresor|coffre|caja fuerte|kluis|deur|drzwi"
-    r"|dörr|dør|sejf|lockbox|key ?box|cage)\b"
+    r"|dörr|dør|sejf|lockbox|key ?box|cage|sleutelkast(?:je)?|kluisje|schlüsselkasten|safe box"
+    r"|register|registers|kassa|caisse|till|pos|terminal)\b"
 )
 # The same, said after "code": "code de la porte", "código de la puerta", "Code für die Tür".
 _OPENS_AFTER = re.compile(
@@ -1048,10 +1049,15 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             opens is None
             and plain_code
             and not _OPENS.search(text, max(0, k_start - 30), k_start)
-            and not (door and digits_next)
-            and not re.search(
-                r"(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé)\W+\d{4,8}[#*]?(?!\w)",
-                text[end : end + 80],
+            and not (
+                door
+                and (
+                    digits_next
+                    or re.search(
+                        r"(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé)\W+\d{4,8}[#*]?(?!\w)",
+                        text[end : end + 80],
+                    )
+                )
             )
         ):
             continue  # a payroll, project or promo code: no digits said to be it

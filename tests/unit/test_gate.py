@@ -405,6 +405,7 @@ def test_credentials_said_in_shapes_found_on_unseen_material_are_held(
         "رقم الطلب 77812-SA والرمز البريدي 11564",
         "postinumero 00100 Helsinki, Y-tunnus 1234567-8",
         "STRIPE_SECRET=sk_live_ (fill in from the vault)",
+        "the payroll code is 777111",
         "stack: kubernetes helm terraform ansible grafana prometheus loki tempo mimir thanos vault"
         " consul",
     ],
