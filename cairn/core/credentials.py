@@ -977,6 +977,8 @@ def _said_before(text: str, k_start: int) -> tuple[int, int] | None:
     line_start = text.rfind("\n", 0, k_start) + 1
     words = list(_TOKEN.finditer(text, line_start, k_start))[-_BEFORE_GAP:]
     for word in words:
+        if word.end() == k_start:
+            continue  # the front of the word the keyword ends ("…j3k0ww" in an event id)
         value, offset = _stripped(word.group())
         lower, upper, digit, _ = _classes(value)
         symbol = any(c in "!@#$%^&*+?~|\\" for c in value)
@@ -1123,6 +1125,8 @@ _STEMS = ("password", "passwd", "passphrase", "secret", "token", "apikey", "pwd"
 
 def _credential_name(name: str) -> bool:
     parts = [p.casefold() for p in _NAME_PARTS.findall(name)]
+    if name.isalnum() and len(parts) >= 5 and len(name) < 3.5 * len(parts):
+        return False  # random letters ("LqUDggcFXNPzMPwHtT"), not words: "Pw" in it is chance
     if parts[-2:] in (["session", "id"], ["sess", "id"]) or parts[-3:] == ["access", "key", "id"]:
         return True  # a session's id is its credential
     if (
@@ -1158,6 +1162,8 @@ def _assignments(text: str) -> Iterator[tuple[str, int, int]]:
     if "=" not in text and ":" not in text:
         return
     for match in _ASSIGNED.finditer(text):
+        if match.start() and text[match.start() - 1] in "!$@#+":
+            continue  # a Matrix id (!room:server, @user:server): no setting, however it reads
         if not _credential_name(match.group("name")):
             continue
         if match.group("name").casefold() in {"cookie", "set-cookie"}:

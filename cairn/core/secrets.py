@@ -710,6 +710,24 @@ _ID_CONTEXT = re.compile(
 _SIGILS = "$!@#"
 
 
+# A whole Matrix id: an event id of room version 4 and later ($ and 43 characters of
+# url-safe base64), or a room, user or alias id on a server named as a host, "localhost" or
+# an address (with a port or not). Homeservers make the random part; a rule that reads a
+# credential word into it ("…2pW_…", "…PmDp:localhost") is reading chance.
+_MATRIX_ID = re.compile(
+    r"(?<![\w$!@#])(?:\$[A-Za-z0-9_\-]{43}(?![\w\-])"
+    r"|[!@#][\w.=\-/+]{1,255}:(?:localhost|(?:[A-Za-z0-9\-]+\.)+[A-Za-z]{2,}"
+    r"|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?(?![\w.\-]))"
+)
+
+
+def _matrix_ids(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` holds Matrix ids (see :data:`_MATRIX_ID`)."""
+    if not any(sigil in text for sigil in _SIGILS):
+        return []
+    return [m.span() for m in _MATRIX_ID.finditer(text)]
+
+
 def _an_identifier(text: str, start: int) -> bool:
     """Whether the random-looking string at ``start`` is an identifier by what precedes it."""
     if start and text[start - 1] in _SIGILS:
@@ -802,12 +820,15 @@ def find_secrets(text: str) -> list[Secret]:
     same place, the more specific one names it). Never raises."""
     kept: list[Secret] = []
     public = public_spans(text)
+    ids = _matrix_ids(text)
     if SECRET_MARK in text:
         # What was masked before stays as it is: its words are not read again.
         text = _MARKER.sub(lambda m: " " * len(m.group()), text)
     for secret in _candidates(text):
         if any(start <= secret.start and secret.end <= end for start, end in public):
             continue  # inside a certificate or a public key
+        if any(start < secret.start and secret.end <= end for start, end in ids):
+            continue  # read inside a Matrix id (a whole id after "password:" is still one)
         value = text[secret.start : secret.end]
         if value.endswith(("EXAMPLE", "EXAMPLEKEY")) or _FILLER.search(value) or _jwt_io(value):
             continue  # a documented example (AKIAIOSFODNN7EXAMPLE), a filler (sk_live_XXXX...)

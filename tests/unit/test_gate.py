@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import random
+import string
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -128,6 +130,40 @@ def test_json_is_gated_string_by_string_ids_unchanged() -> None:
     passed = gated_data(data)
     assert "Tr0ub4dor" not in json.dumps(passed)
     assert passed["event_id"] == data["event_id"]
+
+
+# Ids a homeserver made in which a rule once read a credential word ("ww", "pW", "mDp"),
+# or a provider prefix ("sk-"): each masked, each broke a reply's relation to its thread.
+CHANCE_IDS = [
+    "$0VCiGWuPtaG8IrtWndcrHOgLUMDAbnuqHQUY9j3k0ww",
+    "$05vR1eKjqZqxYDWgl5sJAGTQ8k2pW_VgUlJfFyExydQ",
+    "$mwt-7DSC7Ww1TtZ21G3slawa9qFxdOoi-6XLDQnHWQM",
+    "$sk-GkpsSIGN9nrGSXXvCK4ko4ILyTif4ImULofND8n0",
+    "!LqUDggcFXNPzMPwHtT:localhost",
+    "!aGMGOppPhLDKNXPmDp:localhost",
+]
+
+
+@pytest.mark.parametrize("made", CHANCE_IDS)
+def test_an_id_whose_random_letters_spell_a_credential_word_passes_whole(made: str) -> None:
+    assert gate(made).text == made
+    event = {"m.relates_to": {"rel_type": "m.thread", "event_id": made}, "room": made}
+    assert gated_data(event) == event
+    assert gate(f"password: {made}").secrets  # said as a password, a whole id is still one
+
+
+def test_ten_thousand_ids_as_a_homeserver_makes_them_pass_the_gate_unchanged() -> None:
+    chance = random.Random(29)
+    letters = string.ascii_letters
+    url_safe = letters + string.digits + "-_"
+    for _ in range(10_000):
+        made = [
+            "$" + "".join(chance.choices(url_safe, k=43)),
+            "!" + "".join(chance.choices(letters, k=18)) + ":localhost",
+            "@" + "".join(chance.choices(letters + string.digits, k=12)) + ":matrix.example.org",
+        ]
+        for one in made:
+            assert gate(one).text == one, one
 
 
 def test_a_write_that_skips_the_edge_is_still_gated_by_the_schema(runtime: Runtime) -> None:
