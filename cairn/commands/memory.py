@@ -184,7 +184,7 @@ def memory_show(memory_id: int, tenant: str | None, agent: str | None, as_json: 
         if found is None:
             raise NotFound(f"no memory #{memory_id} visible to {scope.agent} in {scope.tenant}")
         audit = _audit(rt.memory, found, scope)
-        data = memory_json(found)
+        data = {**memory_json(found), "status": memory_status(found)}
         if as_json:
             click.echo(json.dumps({**data, "audit": audit}))
             return
@@ -192,13 +192,16 @@ def memory_show(memory_id: int, tenant: str | None, agent: str | None, as_json: 
         for key, value in data.items():
             click.echo(f"{key:<{width}}  {value}")
         for act in audit:
+            why = act["data"].get("reason") or ", ".join(act["data"].get("from") or [])
             click.echo(
                 f"{'history':<{width}}  {act['created_at']} {act['action']} by {act['actor']}"
+                + (f": {why}" if why else "")
             )
 
 
 def _audit(store: MemoryStore, m: Memory, scope: Scope) -> list[dict[str, Any]]:
-    """The recorded share / unshare acts on ``m``, oldest first, as JSON-ready dicts."""
+    """The recorded acts on ``m`` (share, retract, confirm...), oldest first, as JSON-ready
+    dicts."""
     from cairn.memory import sharing
 
     owner = replace(scope, agent=m.agent or scope.agent)

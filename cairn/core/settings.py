@@ -479,6 +479,9 @@ class Settings(BaseModel):
     # conversation with the whole workspace (removing the reaction makes it private again).
     share_emoji: list[str] = ["mega", "loudspeaker"]
     admins: list[str] = []
+    # Whose confirmation alone makes a doubtful memory (flagged, or from an untrusted author)
+    # count, besides admins: user ids (JSON list). Otherwise two members have to confirm it.
+    stewards: list[str] = []
     # Authors whose memories start unconfirmed and rank lower (user ids, JSON list).
     untrusted_users: list[str] = []
     metrics_port: int = Field(default=0, ge=0, le=65535)

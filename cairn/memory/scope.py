@@ -88,6 +88,8 @@ class Source:
     author: str = ""
     untrusted: bool = False
     admin: bool = False  # the author is an admin (CAIRN_ADMINS): may restore any retraction
+    # The people whose words a learning was drawn from: none of them may confirm it.
+    drawn_from: tuple[str, ...] = ()
 
 
 def _checked_room(private_to: str | None) -> str | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import update
+from sqlalchemy import or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -30,6 +30,7 @@ from cairn.memory.index import IndexUnavailable, VectorIndex
 from cairn.memory.index_outbox import IndexOutbox
 from cairn.memory.recall import Recall
 from cairn.memory.records import Memory, checked_memory, content_hash, visible_to
+from cairn.memory.restatement import claim, restates
 from cairn.memory.scope import Scope, Source, Visibility
 from cairn.memory.supersession import Judge, reassert, reopen, supersede
 from cairn.memory.terms import terms
@@ -49,12 +50,12 @@ __all__ = [
 # memory_audit actions of the store (sharing has its own).
 RETRACT = "retract"
 RESTORE = "restore"
+LEARNED = "learned"  # a learning's sources: the people whose words it was drawn from
 
 log = logging.getLogger(__name__)
 
 # The most recent retracted memories a new text is compared with, word for word, so that a
 # reworded retracted text stays retracted (the index no longer holds them).
-_RETRACTED_LOOKED_AT = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +245,9 @@ class MemoryStore:
                 s.flush()
                 assert row.id is not None
                 s.add(MemoryOutbox(memory_id=row.id, op="upsert"))
+                if source.drawn_from:
+                    drawn = {"from": sorted(set(source.drawn_from))}
+                    s.add(audit_row(row, LEARNED, source.author, scope, drawn))
                 ended: tuple[Memory, ...] = ()
                 if claim is not None:
                     # An untrusted author or a planted instruction could otherwise retire true
@@ -317,25 +321,31 @@ class MemoryStore:
             return None
 
     def _retracted_restatement(self, text: str, scope: Scope) -> Memory | None:
-        """A recently retracted memory, visible in ``scope``, that says ``text`` in the same
-        words (reordered, re-cased or re-punctuated), so that rewording does not revive it."""
-        mine = set(terms(text))
-        if not mine:
+        """A retracted memory of the tenant, of any agent and any age, that ``text`` says again
+        (:func:`~cairn.memory.restatement.restates`: reworded, retyped, abbreviated, with a
+        word or a filler added), so that no edit revives it; among the workspace's retracted
+        memories and those private to ``scope``'s own conversation. Every retraction is looked
+        at: no run of other retractions pushes one out of reach."""
+        mine = claim(text)
+        if len(mine.terms) < 2:
             return None
+        room = col(MemoryRow.private_to)
         with self.db.session() as s:
             retracted = s.exec(
-                select(MemoryRow)
+                select(MemoryRow.id, MemoryRow.text)
                 .where(
                     MemoryRow.tenant_id == scope.tenant,
                     col(MemoryRow.retracted).is_(True),
-                    visible_to(scope),
+                    or_(room.is_(None), room == scope.private_to)
+                    if scope.private_to
+                    else room.is_(None),
                 )
                 .order_by(col(MemoryRow.id).desc())
-                .limit(_RETRACTED_LOOKED_AT)
             ).all()
-            for row in retracted:
-                if set(terms(row.text)) == mine:
-                    return Memory.from_row(row)
+            for memory_id, said in retracted:
+                if restates(text, said):
+                    row = s.get(MemoryRow, memory_id)
+                    return Memory.from_row(row) if row is not None else None
         return None
 
     def _merge(self, memory_id: int, source: Source) -> Memory:
@@ -415,6 +425,13 @@ class MemoryStore:
         with self.db.session() as s:
             s.exec(update(MemoryRow).where(col(MemoryRow.id) == memory_id).values(**values))
             if confirmed and self.weights.supersede:
+                self._confirmed(s, memory_id)
+
+    def supersede_confirmed(self, memory_id: int) -> None:
+        """The memory ``memory_id`` was just confirmed: it replaces what it would have replaced
+        when it was written (a doubtful one replaced nothing then)."""
+        if self.weights.supersede:
+            with self.db.session() as s:
                 self._confirmed(s, memory_id)
 
     def _confirmed(self, s: Session, memory_id: int) -> None:

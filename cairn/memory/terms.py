@@ -11,7 +11,7 @@ import unicodedata
 import zlib
 from collections import Counter
 
-__all__ = ["sparse_vector", "terms"]
+__all__ = ["STOPWORDS", "sparse_vector", "stem", "terms"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _K1 = 1.2
@@ -29,8 +29,11 @@ def _fold(text: str) -> str:
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 
-def _stem(word: str) -> str:
-    # A light plural/verb-suffix strip: enough for "deploys" ~ "deploy", cheap and predictable.
+def stem(word: str) -> str:
+    """``word`` without a plural or verb ending ("deploys" -> "deploy").
+
+    A light plural/verb-suffix strip: enough for "deploys" ~ "deploy", cheap and predictable.
+    """
     for suffix in ("ies", "es", "s", "ing", "ed"):
         if len(word) > len(suffix) + 3 and word.endswith(suffix):
             return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
@@ -39,7 +42,7 @@ def _stem(word: str) -> str:
 
 def terms(text: str) -> list[str]:
     """The searchable terms of ``text``: case- and accent-folded, stopwords dropped, stemmed."""
-    return [_stem(w) for w in _WORD.findall(_fold(text)) if w not in STOPWORDS]
+    return [stem(w) for w in _WORD.findall(_fold(text)) if w not in STOPWORDS]
 
 
 def sparse_vector(text: str) -> tuple[list[int], list[float]]:

@@ -221,6 +221,7 @@ def _reaction(log: EventLog, event: ChatEvent, settings: Settings | None) -> Ing
                     "outbound_id": target.id,
                     "removed": event.type is EventType.REACTION_REMOVED,
                     "admin": event.admin,
+                    "untrusted": event.untrusted,
                     "private": event.private,
                 },
             )

@@ -13,8 +13,9 @@ from sqlmodel import select
 
 from cairn.core.errors import Forbidden, InvalidInput, NotFound
 from cairn.db.models import AgentSession, MemoryUse, OutboundMessage, Reaction, SessionEvent, utcnow
-from cairn.memory import Memory, Scope, private_to, sharing
-from cairn.memory.records import may_confirm, may_retract
+from cairn.memory import Memory, Scope, private_to, sharing, vouching
+from cairn.memory.records import may_retract
+from cairn.memory.vouching import Confirmer, Verdict
 from cairn.runtime import Runtime
 
 __all__ = ["apply_reaction"]
@@ -72,8 +73,20 @@ def apply_reaction(
     actions = _plan(effect, outbound.kind, memories, event.user, admin=admin)
     refused = [m for m in memories if (m.id, "refused") in actions]
     actions = [(m, a) for m, a in actions if a != "refused"]
+    # Confirming is a permission (cairn.memory.vouching): who reacted decides whether it counts.
+    confirmer = Confirmer(
+        event.user,
+        outsider=event.data.get("untrusted") is True,
+        steward=admin or event.user in rt.settings.stewards,
+    )
+    verdicts: dict[int, Verdict] = {}
     for memory_id, action in actions:
-        _do(rt, scope, memory_id, action, event.user, admin=admin)
+        if action == "confirm":
+            verdicts[memory_id] = vouching.confirm(rt.memory, memory_id, scope, confirmer)
+        else:
+            _do(rt, scope, memory_id, action, event.user, admin=admin)
+    refused += [m for m in memories if m.id in verdicts and not verdicts[m.id].counted]
+    actions = [(m, a) for m, a in actions if m not in verdicts or verdicts[m].counted]
     with rt.db.session() as s:
         row = s.get(Reaction, existing.id) if existing is not None else None
         row = row or Reaction(
@@ -93,7 +106,9 @@ def apply_reaction(
     if retracted:
         return "notice", "retracted: " + "; ".join(retracted)
     if refused and not actions:
-        return "ack", _refusal(effect, emoji, refused)
+        return "ack", _refusal(effect, emoji, refused, verdicts)
+    if verdicts:
+        return "ack", _weighed(emoji, memories, verdicts)
     return "ack", _summary(effect, emoji, [(texts[m], a) for m, a in actions])
 
 
@@ -113,10 +128,6 @@ def _plan(
             for m in live
             if m.private_to is not None
         ]
-    if effect == "confirm":
-        # A flagged memory, or one from an untrusted author, needs another person's word: its
-        # author's own confirmation is refused (an admin's counts).
-        return [(m.id, effect if may_confirm(m, user, admin=admin) else "refused") for m in live]
     return [(m.id, effect) for m in live]
 
 
@@ -124,13 +135,8 @@ def _do(
     rt: Runtime, scope: Scope, memory_id: int, action: str, user: str, *, admin: bool = False
 ) -> None:
     store = rt.memory
-    if action == "confirm":
-        store.adjust(memory_id, validity=1.0, confirmed=True)
-    elif action == "unconfirm":
-        store.adjust(memory_id, validity=-1.0)
-        memory = store.get(memory_id, scope)
-        if memory is not None and memory.validity <= 0:
-            store.adjust(memory_id, confirmed=False)
+    if action == "unconfirm":
+        vouching.unconfirm(store, memory_id, scope, user)
     elif action == "retract":
         store.retract(memory_id, scope, by=user, reason="retracted by reaction")
     elif action == "restore":
@@ -170,17 +176,21 @@ def _undo(
     return "ack", f"undid :{emoji}: on {len(actions)} memor{'y' if len(actions) == 1 else 'ies'}"
 
 
-def _refusal(effect: str, emoji: str, refused: list[Memory]) -> str:
+def _refusal(effect: str, emoji: str, refused: list[Memory], verdicts: dict[int, Verdict]) -> str:
     texts = "; ".join(f'"{m.text}"' for m in refused)
     if effect == "share":
         return (
             f":{emoji}: not shared: only the author of {texts} or an admin can share it beyond "
             "this conversation"
         )
-    return (
-        f":{emoji}: not counted: you wrote {texts}, and a memory that was flagged or came from "
-        "an untrusted author must be confirmed by someone else (or an admin)"
-    )
+    reasons = list(dict.fromkeys(verdicts[m.id].said for m in refused if m.id in verdicts))
+    return f":{emoji}: not counted for {texts}: " + "; ".join(reasons)
+
+
+def _weighed(emoji: str, memories: list[Memory], verdicts: dict[int, Verdict]) -> str:
+    """What a confirmation did to each memory on the message."""
+    said = [f'"{m.text}": {verdicts[m.id].said}' for m in memories if m.id in verdicts]
+    return f":{emoji}: " + "; ".join(said)
 
 
 def _summary(effect: str, emoji: str, applied: list[tuple[str, str]]) -> str:

@@ -56,6 +56,10 @@ def end_session(rt: Runtime, session_id: int, *, forbidden: tuple[str, ...] = ()
         thread=thread,
         author=f"{agent}:learnings",
         untrusted=untrusted,
+        # Whose words it came from is unknown too: none of the stretch's speakers may confirm.
+        drawn_from=tuple(
+            sorted({e.user for e in events if e.kind == EventKind.MESSAGE and e.user})
+        ),
     )
     remembered: list[Memory] = []
     for learning in learnings:

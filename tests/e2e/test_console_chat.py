@@ -187,10 +187,12 @@ def test_console_commands_paste_react_and_switch_user(home: Path) -> None:
                 "  freeze deploys when the budget is spent",
                 "/end",
                 "/react white_check_mark",
+                "/user bob",
+                "/react white_check_mark",
                 "/react white_check_mark",
                 "/react eyes",
                 "/unreact white_check_mark",
-                "/user bob",
+                "/user carol",
                 "/react x",
                 "/quit",
                 "this line is never read",
@@ -200,11 +202,14 @@ def test_console_commands_paste_react_and_switch_user(home: Path) -> None:
     )
     out = chat(env, script)
     kinds = [o["type"] for o in out]
-    assert kinds == ["reply", "notice", "reaction", "reaction", "reaction", "reaction", "reaction"]
+    assert kinds == ["reply", "notice", *["reaction"] * 6]
     notice = out[1]["text"]
     assert notice.startswith("remembered: the error budget policy is:\n  freeze deploys")
-    confirm, repeat, eyes, undo, dispute = out[2:]
+    own, confirm, repeat, eyes, undo, dispute = out[2:]
+    assert "not counted" in own["text"]
+    assert "you wrote it" in own["text"]
     assert (confirm["effect"], confirm["status"]) == ("confirm", "handled")
+    assert confirm["text"].endswith(": confirmed")
     assert repeat["text"] == ":white_check_mark: already counted"
     assert (eyes["effect"], eyes["status"]) == (None, "ignored")
     assert undo["removed"] is True

@@ -28,7 +28,7 @@ from nio import Event, MegolmEvent
 from cairn.bot.matrix.store import CryptoStore
 from cairn.bot.matrix.sync_state import StateFile
 from cairn.bot.matrix.undecrypted import UNDECRYPTABLE_NOTICE
-from cairn.db.models import MemoryRow, SessionEvent
+from cairn.db.models import MemoryAudit, MemoryRow, Reaction, SessionEvent
 from tests.e2e.matrix_latency import measure
 from tests.e2e.test_matrix import (  # noqa: F401 - synapse is the module-scoped homeserver fixture
     FACT,
@@ -194,12 +194,23 @@ def test_an_encrypted_conversation_works_as_a_clear_one_and_stays_in_its_room(
     }
     assert len(sessions) == 1  # one session for the mention and its follow-up
 
-    # An encrypted reaction confirms the memory; redacting it undoes the confirmation.
+    # An encrypted reaction reaches the feedback path: its author's own confirmation is
+    # refused and audited (issue 30), and redacting it is taken in as its undoing.
     assert not row.confirmed
     reaction = alice.react(room, str(notice.event_id), "✅")
-    wait_for("the memory to be confirmed", lambda: memory(cairn, SECRET_PLAN).confirmed)
+    wait_for(
+        "the confirmation to be weighed",
+        lambda: (
+            [a.action for a in cairn.db_rows(MemoryAudit, MemoryAudit.memory_id == row.id)]
+            == ["confirm-refused"]
+        ),
+    )
+    assert not memory(cairn, SECRET_PLAN).confirmed
     alice.redact(room, reaction)
-    wait_for("the confirmation undone", lambda: not memory(cairn, SECRET_PLAN).confirmed)
+    wait_for(
+        "the reaction's redaction to be taken in",
+        lambda: [r.removed_at is not None for r in cairn.db_rows(Reaction)] == [True],
+    )
 
     # A clear public room beside it works, and never hears what the encrypted room said.
     bob = people("bob")

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from cairn.db.models import MemoryRow
+from cairn.db.models import MemoryAudit, MemoryRow
 from tests.support.messages_server import (
     MessagesServer,
     Reply,
@@ -218,7 +218,7 @@ def test_when_slack_cannot_say_the_channel_is_treated_as_private(slack: Harness)
 # --- reactions and /cairn ----------------------------------------------------------------------
 
 
-def test_a_reaction_in_a_dm_confirms_the_memory_learned_there(slack: Harness) -> None:
+def test_a_reaction_in_a_dm_reaches_the_memory_learned_there(slack: Harness) -> None:
     message(slack, ANN_DM, "im", f"remember {SALARY}")
     (notice,) = [p for p in slack.api.posts(ANN_DM) if p["text"] == f"remembered: {SALARY}"]
     slack.deliver(
@@ -232,7 +232,12 @@ def test_a_reaction_in_a_dm_confirms_the_memory_learned_there(slack: Harness) ->
         }
     )
     slack.settle()
-    assert _memory(slack, SALARY).confirmed
+    # Found where it was learned: weighed, and refused, for its author's word never counts.
+    memory = _memory(slack, SALARY)
+    assert not memory.confirmed
+    with slack.pipeline.rt.db.session() as s:
+        audit = s.exec(select(MemoryAudit).where(MemoryAudit.memory_id == memory.id)).all()
+        assert [(a.action, a.actor) for a in audit] == [("confirm-refused", ANN)]
 
 
 def _slash(h: Harness, channel: str, channel_name: str, text: str, user: str = ANN) -> str:

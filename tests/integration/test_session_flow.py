@@ -283,11 +283,12 @@ def test_confirming_a_notice_raises_validity_and_removing_it_undoes_that(
 ) -> None:
     _, target = _remembered(runtime)
     [memory] = runtime.memory.newest(Scope("acme", "cairn"))
-    assert _react(runtime, target, "white_check_mark") is Admission.QUEUED
+    # Another member's word (its author's own never counts).
+    assert _react(runtime, target, "white_check_mark", user="bob") is Admission.QUEUED
     confirmed = runtime.memory.get(memory.id, Scope("acme", "cairn"))
     assert confirmed is not None
     assert (confirmed.validity, confirmed.confirmed) == (1.0, True)
-    _react(runtime, target, "white_check_mark", removed=True)
+    _react(runtime, target, "white_check_mark", user="bob", removed=True)
     undone = runtime.memory.get(memory.id, Scope("acme", "cairn"))
     assert undone is not None
     assert (undone.validity, undone.confirmed) == (0.0, False)

@@ -292,14 +292,15 @@ def test_reaction_added_then_removed_is_two_feedback_events_the_second_undoing(
     (memory,) = rt.memory.newest(scope)
     assert not memory.confirmed
 
-    socket.deliver(reaction("reaction_added", "white_check_mark", notice["ts"]))
+    # Its author's own confirmation never counts (issue 30): another member's does.
+    socket.deliver(reaction("reaction_added", "white_check_mark", notice["ts"], user="UBOB"))
     socket.settle()
     confirmed = rt.memory.get(memory.id, scope)
     assert confirmed is not None
     assert confirmed.confirmed
     assert confirmed.validity == 1.0
 
-    socket.deliver(reaction("reaction_removed", "white_check_mark", notice["ts"]))
+    socket.deliver(reaction("reaction_removed", "white_check_mark", notice["ts"], user="UBOB"))
     socket.settle()
     undone = rt.memory.get(memory.id, scope)
     assert undone is not None

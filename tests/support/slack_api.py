@@ -202,8 +202,9 @@ class SlackAPI(BackgroundServer):
         with self._lock:
             self._failures.setdefault(method, []).append(_Failure(0, None, times, drop=True))
 
-    def add_user(self, user: str, **flags: bool) -> None:
-        """A person of the workspace with users.info flags, e.g. ``is_admin=True``."""
+    def add_user(self, user: str, **flags: Any) -> None:
+        """A person of the workspace with users.info flags, e.g. ``is_admin=True`` (or of
+        another organisation: ``team_id="T0OTHER"``)."""
         with self._lock:
             self.users[user] = {"id": user, "team_id": self.team, "name": user.lower(), **flags}
 

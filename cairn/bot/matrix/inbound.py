@@ -263,6 +263,8 @@ class Inbound:
                 reaction=str(event.key),
                 target_id=target,
                 admin=await self._is_admin(room, str(event.sender)),
+                # Of an untrusted homeserver: their confirmation of a memory does not count.
+                untrusted=is_untrusted(str(event.sender), self.settings.matrix.trusted),
                 private=is_private(room),  # the memories on the message are read in its room
             ),
             None,

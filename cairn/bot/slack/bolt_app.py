@@ -37,6 +37,7 @@ from cairn.bot.spool import SpoolError
 from cairn.core.errors import ConfigError
 from cairn.core.gate import gated
 from cairn.core.settings import Settings
+from cairn.memory.vouching import Confirmer
 from cairn.runtime import Runtime
 
 __all__ = ["SUGGESTED_PROMPTS", "build_app", "register"]
@@ -160,11 +161,16 @@ def register(
             memory_id = int(str(action.get("value")))
         except ValueError:
             return
+        person = inbound.people.person(team, user)
         if action.get("action_id") == CONFIRM_ACTION:
-            said = confirm_memory(rt, tenant_of(team), memory_id, user)
-        else:
-            admin = inbound.people.person(team, user).admin  # workspace admins may retract
-            said = retract_memory(rt, tenant_of(team), memory_id, user, admin=admin)
+            by = Confirmer(
+                user,
+                outsider=person.outsider,
+                steward=person.admin or user in rt.settings.admins or user in rt.settings.stewards,
+            )
+            said = confirm_memory(rt, tenant_of(team), memory_id, by)
+        else:  # workspace admins may retract
+            said = retract_memory(rt, tenant_of(team), memory_id, user, admin=person.admin)
         log.info("App Home: %s", said)
         _publish_home(rt, client, team, user)
 

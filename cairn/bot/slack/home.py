@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from cairn.bot.slack.mrkdwn import escape
-from cairn.memory import Memory, Scope
-from cairn.memory.records import may_confirm, may_retract
+from cairn.memory import Memory, Scope, vouching
+from cairn.memory.records import may_retract
+from cairn.memory.vouching import Confirmer
 from cairn.runtime import Runtime
 
 __all__ = [
@@ -102,8 +103,9 @@ def _context(text: str) -> dict[str, Any]:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
 
 
-def confirm_memory(rt: Runtime, tenant: str, memory_id: int, user: str) -> str:
-    """Confirm a memory of ``tenant`` (validity up), as a confirm reaction does.
+def confirm_memory(rt: Runtime, tenant: str, memory_id: int, by: Confirmer) -> str:
+    """Confirm a memory of ``tenant`` (validity up), as a confirm reaction does: whether it
+    counts is :func:`cairn.memory.vouching.confirm`'s to say.
 
     Confirming an already confirmed memory changes nothing. Returns what happened, for people.
     """
@@ -113,10 +115,12 @@ def confirm_memory(rt: Runtime, tenant: str, memory_id: int, user: str) -> str:
         return f"There is no memory #{memory_id} to confirm here."
     if memory.confirmed:
         return f'"{memory.text}" is already confirmed.'
-    if not may_confirm(memory, user, admin=user in rt.settings.admins):
-        return f'You wrote "{memory.text}"; someone else (or an admin) has to confirm it.'
-    rt.memory.adjust(memory_id, validity=1.0, confirmed=True)
-    return f'Confirmed "{memory.text}".'
+    verdict = vouching.confirm(rt.memory, memory_id, scope, by)
+    if verdict.confirmed:
+        return f'Confirmed "{memory.text}".'
+    if verdict.counted:
+        return f'"{memory.text}": {verdict.said}.'
+    return f'Not counted for "{memory.text}": {verdict.said}.'
 
 
 def retract_memory(

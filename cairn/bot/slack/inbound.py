@@ -261,7 +261,7 @@ class Inbound:
         user = str(event.get("user") or event.get("bot_id") or "")
         # Another bot, or a guest, may be heard but not believed without a person's word.
         untrusted = _is_bot(event) or (
-            bool(event.get("user")) and self.people.person(team, user).guest
+            bool(event.get("user")) and self.people.person(team, user).outsider
         )
         chat = ChatEvent(
             platform=PLATFORM,
@@ -378,8 +378,9 @@ class Inbound:
                 event_id=str(body.get("event_id") or ""),
                 reaction=str(event.get("reaction") or ""),
                 target_id=target,
-                # Only an added reaction needs it: a removal undoes what was recorded.
+                # Only an added reaction needs these: a removal undoes what was recorded.
                 admin=not removed and self.people.person(team, user).admin,
+                untrusted=not removed and self.people.person(team, user).outsider,
                 # The memories on the message are read where it was posted.
                 private=self.conversations.private(team, channel),
                 raw=event,

@@ -37,16 +37,35 @@ class Person:
     guest: bool = False  # a multi- or single-channel guest (is_restricted, is_ultra_restricted)
     admin: bool = False  # a workspace admin or owner (is_admin, is_owner, is_primary_owner)
     bot: bool = False
+    # Of another organisation (a Slack Connect channel): their team is not this workspace,
+    # nor of its Enterprise Grid.
+    external: bool = False
+
+    @property
+    def outsider(self) -> bool:
+        """A guest, a bot or someone of another organisation: not a full member, whose
+        confirmation of a memory does not count."""
+        return self.guest or self.bot or self.external
 
     @classmethod
-    def from_user(cls, user: dict[str, Any]) -> Person:
-        """The person described by a ``users.info`` ``user`` object."""
+    def from_user(cls, user: dict[str, Any], team: str = "") -> Person:
+        """The person described by a ``users.info`` ``user`` object, asked in ``team``."""
+        theirs = str(user.get("team_id") or "")
+        grid = user.get("enterprise_user") or {}
+        same_grid = (
+            isinstance(grid, dict)
+            and bool(grid.get("enterprise_id"))
+            and team in (grid.get("teams") or [])
+        )
         return cls(
             guest=bool(user.get("is_restricted") or user.get("is_ultra_restricted")),
             admin=bool(
                 user.get("is_admin") or user.get("is_owner") or user.get("is_primary_owner")
             ),
             bot=bool(user.get("is_bot")),
+            external=bool(
+                user.get("is_stranger") or (team and theirs and theirs != team and not same_grid)
+            ),
         )
 
 
@@ -94,4 +113,4 @@ class People:
         profile = response.get("user")
         if not isinstance(profile, dict):
             return Person(), RETRY_SECONDS
-        return Person.from_user(profile), self.keep
+        return Person.from_user(profile, team), self.keep
