@@ -7,29 +7,18 @@ real storage."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from cairn.core.settings import load_settings
 from cairn.db.models import MemoryRow
 from cairn.memory import Scope, Source, Visibility
 from cairn.memory.records import content_hash
 from cairn.memory.restatement import restates
-from cairn.runtime import Runtime, build_runtime, reset_runtime
+from cairn.runtime import Runtime
 
 DATA = Path(__file__).parents[1] / "data"
 SETS = ["retraction_edits.json"]
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    rt = build_runtime(load_settings())
-    reset_runtime(rt)
-    yield rt
-    reset_runtime(None)
-    rt.close()
 
 
 def _flood(rt: Runtime, scope: Scope, count: int) -> None:

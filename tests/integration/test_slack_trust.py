@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from sqlmodel import col, select
 
-from cairn.db.models import MemoryAudit
 from cairn.memory import Memory, Scope, Source
+from tests.integration.test_memory_poisoning import _audit as memory_audit
 from tests.integration.test_slack_frontend import _block_action, mention, message, reaction
 from tests.support.slack_api import BOT_USER
 from tests.support.slack_harness import Harness, running_slack
@@ -108,13 +107,7 @@ def test_a_workspace_admin_retracts_anyones_memory_in_app_home(http: Harness) ->
 
 
 def _audit(h: Harness, memory_id: int) -> list[tuple[str, str]]:
-    with h.pipeline.rt.db.session() as s:
-        rows = s.exec(
-            select(MemoryAudit)
-            .where(MemoryAudit.memory_id == memory_id)
-            .order_by(col(MemoryAudit.id))
-        ).all()
-        return [(r.action, r.actor) for r in rows]
+    return memory_audit(h.pipeline.rt, memory_id)
 
 
 def _confirmed(h: Harness, memory: Memory) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
 
 import pytest
 from click.testing import CliRunner
@@ -14,7 +13,7 @@ from click.testing import CliRunner
 from cairn.cli import main as cli
 from cairn.core.settings import Settings, load_settings
 from cairn.db.models import OutboundMessage
-from cairn.runtime import Runtime, build_runtime, reset_runtime
+from cairn.runtime import Runtime
 from cairn.sessions.events import ChatEvent, EventType
 from cairn.sessions.ingest import Admission, ingest
 from cairn.sessions.log import EventLog
@@ -33,15 +32,6 @@ def settings(monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setenv("CAIRN_ADMINS", '["boss"]')
     monkeypatch.setenv("CAIRN_STEWARDS", '["steward"]')
     return load_settings()
-
-
-@pytest.fixture
-def runtime(settings: Settings) -> Iterator[Runtime]:
-    rt = build_runtime(settings)
-    reset_runtime(rt)
-    yield rt
-    reset_runtime(None)
-    rt.close()
 
 
 def react(
