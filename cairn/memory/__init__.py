@@ -2,7 +2,7 @@
 
 from cairn.memory.recall import Recalled
 from cairn.memory.records import Memory
-from cairn.memory.scope import Scope, Source, Visibility, private_to
+from cairn.memory.scope import Scope, Source, Visibility, isolated, private_to
 from cairn.memory.store import MemoryStore, Remembered
 
 __all__ = [
@@ -13,5 +13,6 @@ __all__ = [
     "Scope",
     "Source",
     "Visibility",
+    "isolated",
     "private_to",
 ]

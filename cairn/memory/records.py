@@ -162,7 +162,13 @@ def visible_to(scope: Scope, *, by_id: bool = False) -> ColumnElement[bool]:
     if not scope.every_conversation:
         room = col(MemoryRow.private_to)
         conditions.append(
-            or_(room.is_(None), room == scope.private_to) if scope.private_to else room.is_(None)
+            (
+                room == scope.private_to
+                if scope.isolated
+                else or_(room.is_(None), room == scope.private_to)
+            )
+            if scope.private_to
+            else room.is_(None)
         )
     return and_(*conditions)
 

@@ -44,6 +44,9 @@ class Scope:
     thread: str | None = None
     private_to: str | None = None
     every_conversation: bool = False
+    # A conversation shared with another organisation: it sees only its own memories, never
+    # the workspace's (they are the team's, not the partner's).
+    isolated: bool = False
 
     def __post_init__(self) -> None:
         if not self.tenant:
@@ -51,6 +54,8 @@ class Scope:
         if not self.agent:
             raise InvalidInput("a memory scope needs an agent")
         _checked_room(self.private_to)
+        if self.isolated and not self.private_to:
+            raise InvalidInput("a conversation shared with another organisation is private")
 
     def key(self, visibility: Visibility, private_to: str | None = None) -> str:
         """The dedupe partition of a memory with ``visibility``, private to the conversation
@@ -64,13 +69,13 @@ class Scope:
         if self.every_conversation:
             return None
         if self.private_to:
-            return (WORKSPACE, self.private_to)
+            return (self.private_to,) if self.isolated else (WORKSPACE, self.private_to)
         return (WORKSPACE,)
 
     @property
-    def reader(self) -> tuple[str, str, str | None, bool]:
+    def reader(self) -> tuple[str, str, str | None, bool, bool]:
         """Everything :func:`~cairn.memory.records.visible_to` reads of this scope (a cache key)."""
-        return (self.tenant, self.agent, self.private_to, self.every_conversation)
+        return (self.tenant, self.agent, self.private_to, self.every_conversation, self.isolated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,3 +122,9 @@ def private_to(channel: str, said: Iterable[Mapping[str, Any] | None]) -> str | 
     data = [d or {} for d in said]
     public = bool(data) and all(d.get("private") is False for d in data)
     return None if public else channel
+
+
+def isolated(said: Iterable[Mapping[str, Any] | None]) -> bool:
+    """Whether any of ``said`` (chat events' data) came from a conversation shared with another
+    organisation, where the workspace's memories are not recalled."""
+    return any((d or {}).get("isolated") is True for d in said)

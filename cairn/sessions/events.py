@@ -93,6 +93,8 @@ class ChatEvent:
     ``admin`` is true for a workspace or room admin (who may retract anyone's memory).
     ``private`` is true unless the frontend knows the conversation is public (a public Slack
     channel, a public unencrypted Matrix room): what is learned in a private one stays there.
+    ``isolated`` is true for a conversation shared with another organisation (Slack Connect):
+    private to itself, and the workspace's memories are not recalled there either.
     ``secrets`` names the kinds of credential :meth:`validated` removed from the text (it never
     reaches the session log, the model, memory or a log line), and ``hidden`` counts the
     invisible characters it took out (what is kept is what a person sees: cairn.core.gate).
@@ -116,6 +118,7 @@ class ChatEvent:
     untrusted: bool = False
     admin: bool = False
     private: bool = True
+    isolated: bool = False
     secrets: tuple[str, ...] = ()
     hidden: int = 0
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)

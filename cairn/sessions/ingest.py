@@ -110,6 +110,7 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
                     "addressed": event.addressed,
                     "untrusted": event.untrusted,
                     "private": event.private,
+                    **({"isolated": True} if event.isolated else {}),
                     **({"secrets": list(event.secrets)} if event.secrets else {}),
                     **({"hidden": event.hidden} if event.hidden else {}),
                 },
@@ -223,6 +224,7 @@ def _reaction(log: EventLog, event: ChatEvent, settings: Settings | None) -> Ing
                     "admin": event.admin,
                     "untrusted": event.untrusted,
                     "private": event.private,
+                    **({"isolated": True} if event.isolated else {}),
                 },
             )
     except IntegrityError:

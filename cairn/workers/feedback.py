@@ -13,7 +13,7 @@ from sqlmodel import select
 
 from cairn.core.errors import Forbidden, InvalidInput, NotFound
 from cairn.db.models import AgentSession, MemoryUse, OutboundMessage, Reaction, SessionEvent, utcnow
-from cairn.memory import Memory, Scope, private_to, sharing, vouching
+from cairn.memory import Memory, Scope, isolated, private_to, sharing, vouching
 from cairn.memory.records import may_retract
 from cairn.memory.vouching import Confirmer, Verdict
 from cairn.runtime import Runtime
@@ -62,6 +62,7 @@ def apply_reaction(
         session.tenant_id,
         outbound.agent or session.agent,
         private_to=private_to(outbound.channel, [event.data]),
+        isolated=isolated([event.data]),
     )
     # A workspace or room admin, as the platform says, or one named in CAIRN_ADMINS.
     admin = event.data.get("admin") is True or event.user in rt.settings.admins

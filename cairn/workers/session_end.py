@@ -13,7 +13,7 @@ from cairn.core.errors import InvalidInput, NotFound
 from cairn.db.models import AgentSession, EventKind, SessionEvent, utcnow
 from cairn.memory.learnings import LEARNINGS_MARK, extract_learnings, transcript
 from cairn.memory.records import Memory
-from cairn.memory.scope import Scope, Source, Visibility, private_to
+from cairn.memory.scope import Scope, Source, Visibility, isolated, private_to
 from cairn.runtime import Runtime
 from cairn.sessions.log import EventLog
 from cairn.sessions.outbox import Said, say_in
@@ -42,7 +42,8 @@ def end_session(rt: Runtime, session_id: int, *, forbidden: tuple[str, ...] = ()
     learnings = extract_learnings(rt.llm, transcript(events), forbidden=forbidden)
     # Learned from the whole stretch: private if any of it was said in private.
     said = [e.data for e in events if e.kind == EventKind.MESSAGE]
-    scope = Scope(tenant, agent, channel, None, thread, private_to=private_to(channel, said))
+    room = private_to(channel, said)
+    scope = Scope(tenant, agent, channel, None, thread, private_to=room, isolated=isolated(said))
     # Which speaker a learning came from is unknown: one untrusted voice in the stretch (a
     # guest, another bot, a configured user) makes all of its learnings untrusted.
     untrusted = any(

@@ -37,7 +37,7 @@ from cairn.db.models import (
     utcnow,
 )
 from cairn.llm.types import LLMRequest
-from cairn.memory import Memory, Scope, Source, private_to
+from cairn.memory import Memory, Scope, Source, isolated, private_to
 from cairn.memory.context import ContextEngine, TurnContext, agent_instructions
 from cairn.memory.working import Pad, Scratchpad
 from cairn.memos import MemoBox
@@ -219,6 +219,7 @@ def _turn(
         event.user,
         session.thread_ref,
         private_to=private_to(session.channel, [event.data]),
+        isolated=isolated([event.data]),
     )
     source = Source(
         platform=session.platform,

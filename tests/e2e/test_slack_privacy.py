@@ -56,8 +56,9 @@ def _conversations(h: Harness) -> None:
     h.api.add_channel(MPIM, "mpim", name="mpdm-ann--bob--cairn-1")
 
 
-def mention(h: Harness, channel: str, text: str, *, user: str = ANN) -> str:
-    """``user`` mentions the bot in ``channel`` (an ``app_mention``: it has no channel_type);
+def mention(h: Harness, channel: str, text: str, *, user: str = ANN, shared: bool = False) -> str:
+    """``user`` mentions the bot in ``channel`` (an ``app_mention``: it has no channel_type;
+    ``shared``: the channel is shared with another organisation, as the envelope says);
     returns the text of the bot's answers in the thread, once everything is posted."""
     ts = _ts()
     event = {
@@ -68,7 +69,7 @@ def mention(h: Harness, channel: str, text: str, *, user: str = ANN) -> str:
         "channel": channel,
         "event_ts": ts,
     }
-    h.deliver(event)
+    h.deliver(event, shared=shared)
     return _answers(h, channel, ts)
 
 
@@ -213,6 +214,89 @@ def test_when_slack_cannot_say_the_channel_is_treated_as_private(slack: Harness)
     assert _memory(slack, fact).private_to == "C0FLAKY"
     assert "555000" not in mention(slack, GENERAL, "what is the build cache key?", user=BOB)
     assert "555000" in mention(slack, "C0FLAKY", "what is the build cache key?")
+
+
+# --- channels shared with another organisation, and channels that change ----------------------
+
+PARTNER = "C0PARTNER"  # a Slack Connect channel: shared with another organisation
+PAT = "UPAT"  # a person of that organisation
+
+
+def test_a_channel_shared_with_another_organisation_hears_no_team_memory_and_keeps_its_own(
+    slack: Harness,
+) -> None:
+    slack.api.add_channel(
+        PARTNER, "public", name="acme-partner", is_shared=True, is_ext_shared=True
+    )
+    slack.api.add_user(PAT, team_id="T0PARTNER")
+    assert "remembered" in mention(slack, OPS, "remember the ops escalation code is 313131")
+    # Asked there, by the partner or by a member: the team's memory stays the team's.
+    for asker in (PAT, ANN):
+        answer = mention(
+            slack, PARTNER, "what is the ops escalation code?", user=asker, shared=True
+        )
+        assert "313131" not in answer
+    # What the partner teaches stays in the shared channel, and is not trusted.
+    fact = "the partner api window code is 808080"
+    assert "remembered" in mention(slack, PARTNER, f"remember {fact}", user=PAT, shared=True)
+    row = _memory(slack, fact)
+    assert row.private_to == PARTNER
+    assert row.untrusted
+    assert "808080" not in mention(slack, GENERAL, "what is the partner api window code?", user=BOB)
+    assert "808080" in mention(slack, PARTNER, "what is the partner api window code?", shared=True)
+
+
+def _channel_event(h: Harness, event: dict[str, Any]) -> None:
+    h.deliver(event)
+    h.settle()
+
+
+def test_a_channel_made_private_is_private_at_once_not_when_the_cache_expires(
+    slack: Harness,
+) -> None:
+    team = "C0TEAM"
+    slack.api.add_channel(team, "public", name="team")
+    mention(slack, team, "hello")  # taken for public, and kept so for ten minutes
+    slack.api.add_channel(team, "private", name="team")
+    ts = _ts()
+    _channel_event(
+        slack,
+        {
+            "type": "message",
+            "subtype": "channel_convert_to_private",
+            "user": ANN,
+            "text": "made this channel *private*.",
+            "ts": ts,
+            "channel": team,
+            "event_ts": ts,
+            "channel_type": "group",
+        },
+    )
+    fact = "the team offsite code is 626262"
+    assert "remembered" in mention(slack, team, f"remember {fact}")
+    assert _memory(slack, fact).private_to == team
+    assert "626262" not in mention(slack, GENERAL, "what is the team offsite code?", user=BOB)
+
+
+def test_a_channel_shared_outside_after_it_was_public_stops_hearing_team_memory(
+    slack: Harness,
+) -> None:
+    assert "remembered" in mention(slack, OPS, "remember the vault unseal hour is 0400")
+    slack.api.add_channel("C0SOON", "public", name="soon-shared")
+    assert "0400" in mention(slack, "C0SOON", "what is the vault unseal hour?")
+    slack.api.add_channel(
+        "C0SOON", "public", name="soon-shared", is_shared=True, is_ext_shared=True
+    )
+    _channel_event(
+        slack,
+        {
+            "type": "channel_shared",
+            "connected_team_id": "T0PARTNER",
+            "channel": "C0SOON",
+            "event_ts": _ts(),
+        },
+    )
+    assert "0400" not in mention(slack, "C0SOON", "what is the vault unseal hour?")
 
 
 # --- reactions and /cairn ----------------------------------------------------------------------

@@ -789,8 +789,11 @@ class SocketModeServer:
 _event_ids = itertools.count(1)
 
 
-def event_payload(event: JSON, *, team: str = "T0001", event_id: str | None = None) -> JSON:
-    """An Events API ``event_callback`` around ``event``, as Slack sends it."""
+def event_payload(
+    event: JSON, *, team: str = "T0001", event_id: str | None = None, shared: bool = False
+) -> JSON:
+    """An Events API ``event_callback`` around ``event``, as Slack sends it (``shared``: in a
+    channel shared with another organisation)."""
     return {
         "token": "legacy-verification-token",
         "team_id": team,
@@ -802,7 +805,7 @@ def event_payload(event: JSON, *, team: str = "T0001", event_id: str | None = No
         "authorizations": [
             {"team_id": team, "user_id": BOT_USER, "is_bot": True, "is_enterprise_install": False}
         ],
-        "is_ext_shared_channel": False,
+        "is_ext_shared_channel": shared,
     }
 
 

@@ -48,6 +48,9 @@ REQUIRED_BOT_EVENTS = (
     "app_home_opened",
     "app_uninstalled",
     "tokens_revoked",
+    "channel_shared",
+    "channel_unshared",
+    "channel_id_changed",
 )
 # The bot scope Slack requires before it delivers each event (Slack's event reference); events
 # missing here (app_home_opened, app_uninstalled, tokens_revoked) need none.
@@ -61,6 +64,13 @@ SCOPE_FOR_EVENT = {
     "reaction_removed": "reactions:read",
     "assistant_thread_started": "assistant:write",
     "assistant_thread_context_changed": "assistant:write",
+    "channel_shared": "channels:read",
+    "channel_unshared": "channels:read",
+    "channel_rename": "channels:read",
+    "channel_id_changed": "channels:read",
+    "channel_archive": "channels:read",
+    "group_rename": "groups:read",
+    "group_archive": "groups:read",
 }
 
 

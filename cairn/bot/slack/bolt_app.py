@@ -31,7 +31,7 @@ from cairn.bot.slack.home import (
     home_view,
     retract_memory,
 )
-from cairn.bot.slack.inbound import Inbound, tenant_of
+from cairn.bot.slack.inbound import CHANNEL_CHANGES, Inbound, tenant_of
 from cairn.bot.slack.slash import run_command
 from cairn.bot.spool import SpoolError
 from cairn.core.errors import ConfigError
@@ -111,6 +111,12 @@ def register(
 
     for name in ("app_mention", "message", "reaction_added", "reaction_removed"):
         app.event(name, middleware=[spool_before_ack])(spooled)
+
+    @app.event(re.compile(f"^({'|'.join(CHANNEL_CHANGES)})$"))
+    def channel_changed(body: dict[str, Any]) -> None:
+        """A channel was shared, unshared, renamed, moved or archived: what memory takes it
+        for is asked again (no spool: losing one only waits for the cache to expire)."""
+        inbound.channel_changed(body)
 
     @app.action({"block_id": APPROVAL_BLOCK}, middleware=[spool_before_ack])
     def approval_button(ack: Ack) -> None:

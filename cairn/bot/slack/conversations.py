@@ -27,6 +27,7 @@ __all__ = [
     "channel_type_of_command",
     "private_by_info",
     "private_by_type",
+    "shared_outside",
 ]
 
 log = logging.getLogger(__name__)
@@ -65,8 +66,15 @@ def private_by_info(channel: Mapping[str, Any]) -> bool:
         and not channel.get("is_im")
         and not channel.get("is_mpim")
         and not channel.get("is_group")
+        and not shared_outside(channel)
     )
     return not public
+
+
+def shared_outside(channel: Mapping[str, Any]) -> bool:
+    """Whether the ``channel`` object of a ``conversations.info`` answer is shared with another
+    organisation (Slack Connect), or about to be: private to itself."""
+    return bool(channel.get("is_ext_shared") or channel.get("is_pending_ext_shared"))
 
 
 def channel_type_of_command(channel_name: object) -> str | None:
@@ -81,7 +89,13 @@ def channel_type_of_command(channel_name: object) -> str | None:
 
 
 class Conversations:
-    """A cache of "is it private?" answers in front of ``conversations.info``; thread-safe."""
+    """A cache of "is it private?" answers in front of ``conversations.info``; thread-safe.
+
+    Each answer says two things: whether the conversation is private, and whether it is shared
+    with another organisation (Slack Connect: private to itself, see :func:`shared_outside`).
+    Slack's events about a channel changing (made private or public, shared, unshared, its id
+    changed) replace the answer at once (:meth:`changed`), not when it expires.
+    """
 
     def __init__(
         self,
@@ -95,47 +109,85 @@ class Conversations:
         self.keep = keep
         self.retry = retry
         self.clock = clock
-        self._known: dict[tuple[str, str], tuple[float, bool]] = {}
+        self._known: dict[tuple[str, str], tuple[float, bool, bool]] = {}
         self._lock = threading.Lock()
 
-    def private(self, team: str, channel: str, channel_type: object = None) -> bool:
+    def private(
+        self, team: str, channel: str, channel_type: object = None, shared: object = None
+    ) -> bool:
         """Whether ``channel`` of workspace ``team`` is a private conversation.
 
-        ``channel_type`` is what the event said of it (a message's ``channel_type``), if it
-        said anything; it is believed, and kept, over an earlier answer. Never raises: a
-        lookup that fails counts as private.
+        ``channel_type`` is what the event said of it (a message's ``channel_type``), and
+        ``shared`` what its envelope said (``is_ext_shared_channel``), if they said anything;
+        they are believed, and kept, over an earlier answer. Never raises: a lookup that fails
+        counts as private.
         """
-        if not channel or channel.startswith("D"):
-            return True  # a direct message (or nothing to go by)
-        said = private_by_type(channel_type)
-        if said is not None:
-            self._keep(team, channel, said, self.keep)
-            return said
-        now = self.clock()
+        return self._kind(team, channel, channel_type, shared)[0]
+
+    def shared(self, team: str, channel: str, shared: object = None) -> bool:
+        """Whether ``channel`` is shared with another organisation (``shared``: what the event
+        said, if anything). Never raises: a lookup that fails counts as not shared, and the
+        conversation as private."""
+        return self._kind(team, channel, None, shared)[1]
+
+    def changed(self, team: str, channel: str, *, private: bool | None = None) -> None:
+        """Slack said ``channel`` changed: made private or public (``private``), or shared,
+        unshared, renamed or moved (None: asked again on the next message)."""
+        if private is None:
+            with self._lock:
+                self._known.pop((team, channel), None)
+            return
         with self._lock:
             known = self._known.get((team, channel))
-        if known is not None and known[0] > now:
-            return known[1]
-        private, keep = self._ask(team, channel)
-        self._keep(team, channel, private, keep)
-        return private
+        self._keep(team, channel, private, bool(known and known[2]), self.keep)
 
-    def _keep(self, team: str, channel: str, private: bool, keep: float) -> None:
+    def _kind(
+        self, team: str, channel: str, channel_type: object, shared: object
+    ) -> tuple[bool, bool]:
+        """(private, shared) of ``channel``: what the event said, else what is known, else
+        Slack's answer. Shared outside by any account (the envelope's or the last answer's)
+        counts as shared, and a conversation shared outside is private whatever else says; an
+        unshared channel's event (:meth:`changed`) is what makes it the team's again."""
+        if not channel or channel.startswith("D"):
+            return True, False  # a direct message (or nothing to go by)
+        said = private_by_type(channel_type)
+        envelope = shared is True
+        with self._lock:
+            known = self._known.get((team, channel))
+        fresh = known is not None and known[0] > self.clock()
+        keep = self.keep
+        if fresh and known is not None:
+            if said is None and (known[2] or not envelope):
+                return known[1], known[2]  # nothing new: keep the answer's own expiry
+            private, outside = (known[1] if said is None else said), known[2] or envelope
+        elif said is not None and isinstance(shared, bool):
+            private, outside = said, envelope  # the event says both: no need to ask
+        else:
+            private, outside, keep = self._ask(team, channel)
+            if said is not None and keep == self.keep:
+                private = said  # the event's word is the newer
+            outside = outside or envelope
+        private = private or outside
+        self._keep(team, channel, private, outside, keep)
+        return private, outside
+
+    def _keep(self, team: str, channel: str, private: bool, shared: bool, keep: float) -> None:
         until = self.clock() + keep
         with self._lock:
             if (team, channel) not in self._known and len(self._known) >= MAX_CONVERSATIONS:
                 first = min(self._known, key=lambda k: self._known[k][0])
                 self._known.pop(first, None)
-            self._known[(team, channel)] = (until, private)
+            self._known[(team, channel)] = (until, private, shared)
 
-    def _ask(self, team: str, channel: str) -> tuple[bool, float]:
-        """Slack's answer and how long to keep it; (True, retry) when there is none."""
+    def _ask(self, team: str, channel: str) -> tuple[bool, bool, float]:
+        """Slack's answer (private, shared) and how long to keep it; (True, False, retry) when
+        there is none."""
         client = self.workspaces.client(team)
         if client is None:
             log.warning(
                 "no token for workspace %s: conversation %s counts as private", team, channel
             )
-            return True, self.retry
+            return True, False, self.retry
         try:
             response = client.conversations_info(channel=channel)
         except (SlackApiError, SlackClientError, OSError) as exc:
@@ -146,11 +198,11 @@ class Conversations:
                 team,
                 why,
             )
-            return True, self.retry
+            return True, False, self.retry
         info = response.get("channel")
         if not isinstance(info, dict):
             log.warning(
                 "conversations.info said nothing of %s in %s: it counts as private", channel, team
             )
-            return True, self.retry
-        return private_by_info(info), self.keep
+            return True, False, self.retry
+        return private_by_info(info), shared_outside(info), self.keep

@@ -38,12 +38,24 @@ from cairn.db import is_unavailable
 from cairn.sessions.events import ChatEvent, EventType
 from cairn.sessions.ingest import Admission, Ingested
 
-__all__ = ["PLATFORM", "BotIdentity", "Inbound", "tenant_of"]
+__all__ = ["CHANNEL_CHANGES", "PLATFORM", "BotIdentity", "Inbound", "tenant_of"]
 
 log = logging.getLogger(__name__)
 
 # Message subtypes that are someone saying something; edits, joins and the like are not.
 _SPOKEN_SUBTYPES = {None, "thread_broadcast", "file_share", "me_message", "bot_message"}
+# The message subtypes that say a channel was made private or public, and which it now is.
+_CONVERTED = {"channel_convert_to_private": True, "channel_convert_to_public": False}
+# The events that say a channel changed what it is (see Inbound.channel_changed).
+CHANNEL_CHANGES = (
+    "channel_shared",
+    "channel_unshared",
+    "channel_rename",
+    "channel_id_changed",
+    "channel_archive",
+    "group_rename",
+    "group_archive",
+)
 # An event waiting longer than this means the ingest thread is stuck: /healthz says so.
 _STUCK_SECONDS = 60.0
 # The longest wait between two tries of an event while the database is down.
@@ -214,10 +226,30 @@ class Inbound:
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             return  # not an event as Slack sends it: nothing to take in
         kind = event["type"]
-        if kind in {"app_mention", "message"}:
+        if kind == "message" and event.get("subtype") in _CONVERTED:
+            self.channel_changed(body)
+        elif kind in {"app_mention", "message"}:
             self._message(body, event)
         elif kind in {"reaction_added", "reaction_removed"}:
             self._reaction(body, event, removed=kind == "reaction_removed")
+
+    def channel_changed(self, body: dict[str, Any]) -> None:
+        """A channel was made private or public, shared with another organisation or no
+        longer, renamed, moved to a new id or archived: memory's view of it changes at once."""
+        event = body.get("event")
+        if not isinstance(event, dict):
+            return
+        team = _team(body, event)
+        made = _CONVERTED.get(str(event.get("subtype") or ""))
+        channels = [event.get("channel"), event.get("old_channel_id"), event.get("new_channel_id")]
+        for channel in channels:
+            if isinstance(channel, dict):  # channel_rename names it in an object
+                channel = channel.get("id")
+            if team and isinstance(channel, str) and channel:
+                log.info(
+                    "Slack channel %s changed (%s)", channel, event.get("subtype") or event["type"]
+                )
+                self.conversations.changed(team, channel, private=made)
 
     # --- messages ------------------------------------------------------------------------
 
@@ -255,7 +287,11 @@ class Inbound:
         if not self._first(f"slack:message:{me.user_id}:{tenant}:{channel}:{ts}"):
             return
         # What is said in a DM, a group DM or a private channel is remembered there only.
-        private = self.conversations.private(team, channel, event.get("channel_type"))
+        # Shared with another organisation (Slack Connect): private to itself, and the
+        # workspace's memories are not recalled there.
+        shared = body.get("is_ext_shared_channel")
+        private = self.conversations.private(team, channel, event.get("channel_type"), shared)
+        isolated = self.conversations.shared(team, channel, shared)
         if mentioned and thread != ts and not direct:
             self._backfill(me, channel, thread, before=ts, private=private)
         user = str(event.get("user") or event.get("bot_id") or "")
@@ -277,6 +313,7 @@ class Inbound:
             agent=self.settings.identity_agent if addressed else None,
             untrusted=untrusted,
             private=private,
+            isolated=isolated,
             raw=event,
         )
         result = self._accept(chat)
@@ -383,6 +420,7 @@ class Inbound:
                 untrusted=not removed and self.people.person(team, user).outsider,
                 # The memories on the message are read where it was posted.
                 private=self.conversations.private(team, channel),
+                isolated=self.conversations.shared(team, channel),
                 raw=event,
             )
         )
