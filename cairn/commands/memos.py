@@ -42,9 +42,11 @@ def _box() -> tuple[MemoBox, str]:
 def _show(memo: Memo) -> str:
     state = "acked" if memo.acknowledged else ("read" if memo.read else "new")
     expiry = f", expires {memo.expires_at:%Y-%m-%d %H:%M}" if memo.expires_at else ""
+    asked = f" (asked by {memo.asked_by})" if memo.asked_by else ""
+    flagged = ", flagged as instruction-like" if memo.flagged else ""
     return (
-        f"#{memo.id} [{state}, priority {memo.priority}{expiry}] "
-        f"{memo.sender} -> {memo.recipient}: {memo.text}"
+        f"#{memo.id} [{state}, priority {memo.priority}{expiry}{flagged}] "
+        f"{memo.sender}{asked} -> {memo.recipient}: {memo.text}"
     )
 
 

@@ -447,6 +447,10 @@ class MemoRow(SQLModel, table=True):
     expires_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
     # The private conversation it was sent from, and the only one it is shown in; NULL: any.
     private_to: str | None = Field(default=None, max_length=CHANNEL_CHARS)
+    # The person whose turn made an agent send it ("": an operator's, or sent before 0012).
+    asked_by: str = Field(default="", max_length=USER_CHARS)
+    # Reads like an instruction to the assistant: shown to its recipient as flagged.
+    flagged: bool = Field(default=False)
 
 
 class MemoReceipt(SQLModel, table=True):

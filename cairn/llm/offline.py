@@ -56,7 +56,8 @@ _MEMO = re.compile(
 )
 # How the context engine quotes an unread memo in the per-turn context.
 _MEMO_LINE = re.compile(
-    r'^- memo #(?P<id>\d+) from (?P<sender>\S+) \(priority -?\d+\): (?P<text>".*")$', re.M
+    r'^- memo #(?P<id>\d+) from (?P<sender>\S+) \(priority -?\d+(?P<how>[^)]*)\): (?P<text>".*")$',
+    re.M,
 )
 _RUN = re.compile(r"^\s*run\s+(?P<tool>[A-Za-z0-9_-]{1,64})(?:\s+(?P<args>.*?))?\s*$", re.I | re.S)
 _TOOLS = re.compile(r"^\s*(?:tools|list tools|what tools\b.*)\s*\??\s*$", re.I)
@@ -207,7 +208,9 @@ def _memos(context: str) -> list[str]:
             body = json.loads(match.group("text"))
         except json.JSONDecodeError:
             continue
-        found.append(f"{body} (from {match.group('sender')}, memo #{match.group('id')})")
+        found.append(
+            f"{body} (from {match.group('sender')}{match.group('how')}, memo #{match.group('id')})"
+        )
     return found
 
 

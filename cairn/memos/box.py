@@ -43,6 +43,8 @@ class Memo:
     expires_at: datetime | None
     read: bool
     acknowledged: bool
+    asked_by: str = ""  # the person whose turn made an agent send it
+    flagged: bool = False  # reads like an instruction to the assistant
 
 
 class MemoBox:
@@ -61,14 +63,21 @@ class MemoBox:
         priority: int = 0,
         expires_at: datetime | None = None,
         private_to: str | None = None,
+        asked_by: str = "",
     ) -> Memo:
         """Store a memo to ``recipient`` (an agent name, or ``*`` for every agent); one sent
         from a private conversation (``private_to``, its channel) is shown only there.
 
+        It passes the gate (credentials masked, only what people see) and the instruction
+        detector: one that reads as an instruction to the assistant is stored flagged, and its
+        recipient is shown it so. ``asked_by`` is the person whose turn made an agent send it:
+        a memo is their word, not the agent's.
+
         Raises InvalidInput for an empty or oversized text, a malformed recipient, a priority
         outside -10..10, or an expiry in the past.
         """
-        text = gate(text).text.strip()  # credentials masked, what people see: no secret travels
+        gated = gate(text)  # credentials masked, what people see: no secret travels
+        text = gated.text.strip()
         if not text:
             raise InvalidInput("a memo needs some text")
         if len(text) > MAX_MEMO_CHARS:
@@ -92,6 +101,8 @@ class MemoBox:
                 priority=priority,
                 expires_at=expires_at,
                 private_to=private_to,
+                asked_by=asked_by,
+                flagged=gated.instruction is not None,
             )
             s.add(row)
             s.flush()
@@ -259,4 +270,6 @@ def _memo(row: Any, *, read: bool = False, acknowledged: bool = False) -> Memo:
         expires_at=row.expires_at,
         read=read,
         acknowledged=acknowledged,
+        asked_by=row.asked_by,
+        flagged=bool(row.flagged),
     )

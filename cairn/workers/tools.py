@@ -304,6 +304,7 @@ class Toolbox:
             priority=args.priority,
             expires_at=expires,
             private_to=self.scope.private_to,  # what is said in private stays there
+            asked_by=self.source.author,  # the person's word, carried by the agent
         )
         return ToolOutcome(json.dumps({"status": "memo sent", "memo_id": memo.id, "to": to}))
 
