@@ -19,14 +19,14 @@ from sqlmodel import col
 
 from cairn.core.logs import Throttle
 from cairn.core.settings import MemorySettings
-from cairn.db import Database
-from cairn.db.models import MemoryRow, utcnow
+from cairn.db import Database, table
+from cairn.db.models import MemoryAudit, MemoryRow, utcnow
 from cairn.memory.claims import asks_about
 from cairn.memory.embed import Embedder
 from cairn.memory.index import IndexUnavailable, VectorIndex
 from cairn.memory.periods import Period, mentioned_periods, without_dates
 from cairn.memory.ranking import Standing, fuse, fuse_scores, modifier, neighbours_boost
-from cairn.memory.records import Memory, visible_to
+from cairn.memory.records import CONFIRM, UNCONFIRM, Memory, visible_to, vouchers
 from cairn.memory.scope import Scope
 from cairn.memory.speakers import named_speaker
 from cairn.memory.supersession import as_of, stale, valid_at
@@ -63,6 +63,8 @@ class Recalled:
     score: float
     replaced_by: Memory | None = None
     replaced: Memory | None = None
+    # Who confirmed it (each person's latest word a confirmation), for a confirmed memory.
+    vouched_by: tuple[str, ...] = ()
 
 
 class Recall:
@@ -221,12 +223,14 @@ class Recall:
                 )
                 conn.commit()
             after, before = self._changes(conn, scope, [rows[mid] for mid in ranked])
+            vouched = _vouched(conn, [mid for mid in ranked if rows[mid].confirmed])
             return [
                 Recalled(
                     Memory.from_row(rows[mid]),
                     weighted[mid],
                     replaced_by=after.get(mid),
                     replaced=before.get(mid),
+                    vouched_by=vouched.get(mid, ()),
                 )
                 for mid in ranked
             ]
@@ -440,3 +444,20 @@ def _standing(
         stale=stale(row, instants),
         named=bool(asked and row.author) and named_speaker(row.author, asked),
     )
+
+
+def _vouched(conn: Connection, ids: list[int]) -> dict[int, tuple[str, ...]]:
+    """Who confirmed each of the confirmed memories ``ids`` (one query; none when no recalled
+    memory is confirmed)."""
+    if not ids:
+        return {}
+    audit = table(MemoryAudit)
+    rows = conn.execute(
+        sa_select(audit.c.memory_id, audit.c.action, audit.c.actor)
+        .where(audit.c.memory_id.in_(ids), audit.c.action.in_([CONFIRM, UNCONFIRM]))
+        .order_by(audit.c.id)
+    ).all()
+    acts: dict[int, list[tuple[str, str]]] = {}
+    for memory_id, action, actor in rows:
+        acts.setdefault(memory_id, []).append((action, actor))
+    return {mid: tuple(vouchers(done)) for mid, done in acts.items()}

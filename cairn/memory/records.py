@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -107,6 +108,23 @@ class Memory:
             superseded_by=row.superseded_by,
             source_message=getattr(row, "source_message", "") or "",
         )
+
+
+# The audit actions of a confirmation and of its undoing (cairn.memory.vouching).
+CONFIRM = "confirm"
+UNCONFIRM = "unconfirm"
+
+
+def vouchers(acts: Iterable[tuple[str, str]]) -> list[str]:
+    """Who vouches for a memory now, in order: each person whose latest of ``acts`` (audit
+    actions and actors, oldest first) is a confirmation."""
+    now: dict[str, bool] = {}
+    for action, actor in acts:
+        if action == CONFIRM:
+            now[actor] = True
+        elif action == UNCONFIRM:
+            now.pop(actor, None)
+    return list(now)
 
 
 def memory_status(memory: Memory) -> str:

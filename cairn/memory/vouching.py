@@ -17,7 +17,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from cairn.db.models import MemoryAudit, MemoryRow, utcnow
-from cairn.memory.records import visible_to
+from cairn.memory.records import CONFIRM, UNCONFIRM, visible_to
 from cairn.memory.scope import Scope
 from cairn.memory.store import LEARNED, MemoryStore, audit_row
 
@@ -33,9 +33,7 @@ __all__ = [
     "unconfirm",
 ]
 
-CONFIRM = "confirm"
 REFUSED = "confirm-refused"
-UNCONFIRM = "unconfirm"
 # How many members' independent confirmations make a doubtful memory confirmed.
 MEMBERS_NEEDED = 2
 

@@ -267,7 +267,10 @@ def _standing(found: Recalled) -> str:
     note = change_note(found.memory, found.replaced_by, found.replaced)
     if found.memory.valid_until is not None:
         return note  # replaced: that matters more than who confirmed it
-    return f"{memory_status(found.memory)}; {note}" if note else memory_status(found.memory)
+    status = memory_status(found.memory)
+    if found.memory.confirmed and found.vouched_by:
+        status += " by " + ", ".join(found.vouched_by)
+    return f"{status}; {note}" if note else status
 
 
 def memo_provenance(memo: Memo) -> str:
