@@ -95,6 +95,9 @@ class Source:
     admin: bool = False  # the author is an admin (CAIRN_ADMINS): may restore any retraction
     # The people whose words a learning was drawn from: none of them may confirm it.
     drawn_from: tuple[str, ...] = ()
+    # What the turn that wrote it had read besides people ("tool:ops__status"): recorded, and
+    # the memory is untrusted until confirmed.
+    via: str = ""
 
 
 def _checked_room(private_to: str | None) -> str | None:

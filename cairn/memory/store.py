@@ -51,6 +51,7 @@ __all__ = [
 RETRACT = "retract"
 RESTORE = "restore"
 LEARNED = "learned"  # a learning's sources: the people whose words it was drawn from
+READ_FROM = "read-from"  # written in a turn that read a tool's output (Source.via)
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +249,8 @@ class MemoryStore:
                 if source.drawn_from:
                     drawn = {"from": sorted(set(source.drawn_from))}
                     s.add(audit_row(row, LEARNED, source.author, scope, drawn))
+                if source.via:
+                    s.add(audit_row(row, READ_FROM, source.author, scope, {"reason": source.via}))
                 ended: tuple[Memory, ...] = ()
                 if claim is not None:
                     # An untrusted author or a planted instruction could otherwise retire true

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -114,6 +115,7 @@ class Toolbox:
         declared tools) hides every other built-in tool; ``scratchpad`` (the session's working
         memory) enables the scratchpad tools; ``remote`` adds the agent's MCP tools."""
         self.remote = remote
+        self.read_from: list[str] = []  # the tools whose output this turn read
         self.store = store
         self.scope = scope
         self.source = source
@@ -154,6 +156,9 @@ class Toolbox:
         """Run tool ``name``; bad input and unknown tools come back as error outcomes."""
         tool = self._tools.get(name)
         if tool is None and self.remote is not None and self.remote.has(name):
+            # What the turn read from it is no person's word: a memory written after it is
+            # stored as from the tool, untrusted until someone confirms it (ADR 0035).
+            self.read_from.append(f"tool:{name}")
             # Quoted as data, long output as a card, secrets masked: see RemoteTools.run.
             return self.remote.run(name, arguments)
         if tool is None:
@@ -175,12 +180,16 @@ class Toolbox:
             # flagged fact; only another person's confirmation makes it count.
             kind = "fact"
         visibility = Visibility.TEAM if args.share_with_team else Visibility.PRIVATE
+        source = self.source
+        if self.read_from:
+            via = ", ".join(dict.fromkeys(self.read_from))
+            source = replace(source, untrusted=True, via=via)
         result = self.store.remember(
             text,
             self.scope,
             kind=kind,
             visibility=visibility,
-            source=self.source,
+            source=source,
             flagged=reason is not None,
         )
         memory = result.memory
@@ -193,6 +202,11 @@ class Toolbox:
                 {"id": old.id, "text": old.text, "since": old.created_at.date().isoformat()}
                 for old in result.superseded
             ]
+        if source.via and result.created:
+            payload["untrusted"] = (
+                f"written after this turn read {source.via}: stored as that tool's word, not "
+                "the person's, unconfirmed until someone confirms it"
+            )
         if memory.flagged:
             payload["flagged"] = (
                 f"{reason or 'it reads like an instruction to the agent'}: stored as an "
