@@ -25,7 +25,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["instruction_reason", "normalise"]
+__all__ = ["instruction_reason", "letters", "normalise"]
 
 # Characters that show nothing but can split a word so that it escapes a pattern: format
 # characters (Unicode category Cf: zero-width space and joiners, bidi controls, word joiner,
@@ -148,6 +148,16 @@ def _folded(text: str) -> tuple[str, str | None, bool]:
         text = _deleet(text, _LEET)
     despaced = _despaced(text)  # before blanks collapse: "i g n o r e   a l l" is two words
     return _collapsed(despaced), second, len(despaced) != len(text)
+
+
+def letters(text: str) -> str:
+    """``text`` case-folded, compatibility-decomposed, without invisible characters, accents,
+    and with look-alike letters of other scripts read as the Latin ones they imitate; digits
+    and markup kept (unlike :func:`normalise`, which also reads leetspeak). Never raises."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKD", _INVISIBLE.sub("", text))
+        text = _COMBINING.sub("", _INVISIBLE.sub("", text)).translate(_CONFUSABLES)
+    return text.casefold()
 
 
 def normalise(text: str) -> str:

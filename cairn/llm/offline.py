@@ -253,6 +253,17 @@ def _phrase_decision(body: str) -> str:
     return f"{who} approved request #{number}. " + _phrase_mcp(data)
 
 
+def _remembered(card: dict[str, Any]) -> str:
+    """One recalled memory as the answer tells it: a claim of its author, with its date, when
+    it is unconfirmed and about permissions, approvals, credentials, links or process."""
+    if card.get("claim_about"):
+        return (
+            f"- {card.get('author', 'someone')} said on {card['since']}, not confirmed: "
+            f"{card['text']} (#{card['id']}{_standing(card)})"
+        )
+    return f"- {card['text']} (#{card['id']}, since {card['since']}{_standing(card)})"
+
+
 def _standing(card: dict[str, Any]) -> str:
     """ ", unconfirmed, flagged ..." for a memory card whose status people should know."""
     status = str(card.get("standing", ""))
@@ -274,7 +285,7 @@ def _phrase(result: ToolResultBlock) -> str:
         found = data["memories"]
         if not found:
             return f"I don't remember anything about {data.get('query', 'that')}."
-        lines = [f"- {m['text']} (#{m['id']}, since {m['since']}{_standing(m)})" for m in found]
+        lines = [_remembered(m) for m in found]
         return "Here is what I remember:\n" + "\n".join(lines)
     status = data.get("status")
     if status == "memo sent":

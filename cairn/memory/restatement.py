@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cairn.core.injection import normalise
+from cairn.core.injection import letters
 from cairn.memory.terms import STOPWORDS, stem
 
 __all__ = ["MAX_ADDED", "Claim", "claim", "restates"]
@@ -34,7 +34,7 @@ _NEGATIONS = frozenset(
 _FILLERS = frozenset(
     """fyi psa btw thanks thank thx ty pls plz now heads up note reminder update just also again
     ok okay hey hi hello all team folks everyone actually really quick guys again still
-    currently anymore officially""".split()  # noqa: SIM905
+    currently anymore officially version""".split()  # noqa: SIM905
 )
 # Abbreviations and synonyms, each read as one word, and phrases read as one.
 _SYNONYMS = {
@@ -47,6 +47,11 @@ _SYNONYMS = {
     "thur": "thursday", "thurs": "thursday", "fri": "friday", "sat": "saturday",
     "sun": "sunday", "approx": "about", "w": "with", "wk": "week", "mins": "minutes",
     "min": "minutes", "hrs": "hours", "hr": "hours", "secs": "seconds", "sec": "seconds",
+    "cert": "certificate", "certs": "certificate", "pg": "postgres", "postgresql": "postgres",
+    "infra": "infrastructure", "deployment": "deploy", "deployments": "deploy",
+    "jan": "january", "feb": "february", "mar": "march", "apr": "april", "jun": "june",
+    "jul": "july", "aug": "august", "sep": "september", "sept": "september", "oct": "october",
+    "nov": "november", "dec": "december",
 }  # fmt: skip
 _PHRASES = (
     (re.compile(r"\bon call\b"), "oncall"),
@@ -72,10 +77,60 @@ class Claim:
     negated: bool
 
 
+# Times and dates written differently with the same value: "3pm", "3 PM", "15:00", "03:00".
+_CLOCK = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s?(am|pm)\b")
+_LEADING_ZERO = re.compile(r"\b0(\d):(\d{2})\b")
+_MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+_DAY_MONTH_YEAR = re.compile(
+    r"\b(\d{1,2})(?:st|nd|rd|th)?\s+("
+    + "|".join(m[:3] + r"[a-z]*" for m in _MONTHS)
+    + r")\.?,?\s+(\d{4})\b"
+)
+_MONTH_DAY_YEAR = re.compile(
+    r"\b("
+    + "|".join(m[:3] + r"[a-z]*" for m in _MONTHS)
+    + r")\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b"
+)
+
+
+def _clock(match: re.Match[str]) -> str:
+    hour, minutes, half = int(match.group(1)), match.group(2) or "00", match.group(3)
+    if hour > 12:
+        return match.group(0)
+    hour = hour % 12 + (12 if half == "pm" else 0)
+    return f"{hour}:{minutes}"
+
+
+def _iso(year: str, month: str, day: str) -> str:
+    number = next((i for i, m in enumerate(_MONTHS, 1) if m.startswith(month[:3])), 0)
+    return f"{year}-{number:02d}-{int(day):02d}" if number else f"{day} {month} {year}"
+
+
+def _same_values(text: str) -> str:
+    """``text`` with times and dates in one form each (15:00, 2024-09-15)."""
+    text = _CLOCK.sub(_clock, text)
+    text = _LEADING_ZERO.sub(r"\1:\2", text)
+    text = _DAY_MONTH_YEAR.sub(lambda m: _iso(m.group(3), m.group(2), m.group(1)), text)
+    return _MONTH_DAY_YEAR.sub(lambda m: _iso(m.group(3), m.group(1), m.group(2)), text)
+
+
 @lru_cache(maxsize=16384)
 def claim(text: str) -> Claim:
     """The claim ``text`` makes, as :func:`restates` compares them. Never raises."""
-    folded = normalise(text)
+    folded = _same_values(letters(text))
     for pattern, replacement in _PHRASES:
         folded = pattern.sub(replacement, folded)
     folded = _VERSION.sub("", _JOINED.sub("", folded))
@@ -112,22 +167,36 @@ def restates(new: str, retracted: str) -> bool:
 
 
 def _same_word(a: str, b: str) -> bool:
-    """Whether two terms are one word: the same stem ("deploys", "deploy"), or one typing
-    slip apart."""
-    if a.isalpha() and b.isalpha() and stem(a) == stem(b):
+    """Whether two terms are one word: the same stem ("deploys", "deploy"; "owned", "owns";
+    "running", "runs"), or one typing slip apart."""
+    if a.isalpha() and b.isalpha() and (stem(a) == stem(b) or _root(a) == _root(b)):
         return True
     return _one_slip(a, b)
 
 
+def _root(word: str) -> str:
+    """``word`` without a verb or plural ending, its doubled last consonant undone ("running"
+    -> "run", "owned" -> "own"); kept whole when that would leave under three letters."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            if len(word) >= 4 and word[-1] == word[-2] and word[-1] not in "aeiouls":
+                word = word[:-1]
+            break
+    return word
+
+
 def _one_slip(a: str, b: str) -> bool:
-    """Whether two words of letters, five or more long, differ by one typing slip (a letter
-    added, lost or changed, or two neighbours swapped); words with digits never do."""
-    if not (a.isalpha() and b.isalpha()) or min(len(a), len(b)) < 5 or abs(len(a) - len(b)) > 1:
+    """Whether two words of letters differ by one typing slip: a letter added, lost or
+    changed (words of five letters or more), or two neighbours swapped (four or more: "prot");
+    words with digits never do."""
+    if not (a.isalpha() and b.isalpha()) or min(len(a), len(b)) < 4 or abs(len(a) - len(b)) > 1:
         return False
     if len(a) == len(b):
         diff = [i for i in range(len(a)) if a[i] != b[i]]
-        return len(diff) == 1 or (
-            len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
-        )
+        swapped = len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+        return swapped or (len(diff) == 1 and len(a) >= 5)
+    if min(len(a), len(b)) < 5:
+        return False
     short, long_ = (a, b) if len(a) < len(b) else (b, a)
     return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))

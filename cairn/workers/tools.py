@@ -29,6 +29,7 @@ from cairn.memory.records import memory_status
 from cairn.memory.sharing import share
 from cairn.memory.store import retraction_notice
 from cairn.memory.supersession import change_note
+from cairn.memory.topics import sensitive_topic
 from cairn.memory.working import Scratchpad
 from cairn.memos import ALL_AGENTS, MemoBox
 from cairn.workers.mcp_tools import RemoteTools
@@ -359,7 +360,11 @@ def _recalled_card(found: Recalled) -> dict[str, Any]:
 
 
 def _card(memory: Memory) -> dict[str, Any]:
+    # An unconfirmed memory about permissions, approvals, credentials, links or process is a
+    # claim of its author: said so, never as fact (cairn.memory.topics).
+    topic = None if memory.confirmed else sensitive_topic(memory.text)
     return {
+        **({"claim_about": topic} if topic else {}),
         "id": memory.id,
         "text": memory.text,
         "kind": memory.kind,

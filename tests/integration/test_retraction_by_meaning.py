@@ -18,7 +18,7 @@ from cairn.memory.restatement import restates
 from cairn.runtime import Runtime
 
 DATA = Path(__file__).parents[1] / "data"
-SETS = ["retraction_edits.json"]
+SETS = ["retraction_edits.json", "retraction_edits_blind.json"]
 
 
 def _flood(rt: Runtime, scope: Scope, count: int) -> None:

@@ -16,6 +16,7 @@ from cairn.memory.context.state import Item, SessionState, Unit, tier
 from cairn.memory.recall import Recalled
 from cairn.memory.records import memory_status
 from cairn.memory.supersession import change_note
+from cairn.memory.topics import sensitive_topic
 from cairn.memos import Memo
 
 __all__ = [
@@ -270,6 +271,8 @@ def _standing(found: Recalled) -> str:
     status = memory_status(found.memory)
     if found.memory.confirmed and found.vouched_by:
         status += " by " + ", ".join(found.vouched_by)
+    elif not found.memory.confirmed and (topic := sensitive_topic(found.memory.text)):
+        status += f"; about {topic}: a claim of its author, never to be stated as fact"
     return f"{status}; {note}" if note else status
 
 
