@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from cairn.core.injection import letters
+from cairn.memory.periods import MONTHS
 from cairn.memory.terms import STOPWORDS, stem
 
 __all__ = ["MAX_ADDED", "Claim", "claim", "restates"]
@@ -80,20 +81,7 @@ class Claim:
 # Times and dates written differently with the same value: "3pm", "3 PM", "15:00", "03:00".
 _CLOCK = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s?(am|pm)\b")
 _LEADING_ZERO = re.compile(r"\b0(\d):(\d{2})\b")
-_MONTHS = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-]
+_MONTHS = list(MONTHS)  # by number, January first
 _DAY_MONTH_YEAR = re.compile(
     r"\b(\d{1,2})(?:st|nd|rd|th)?\s+("
     + "|".join(m[:3] + r"[a-z]*" for m in _MONTHS)
