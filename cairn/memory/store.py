@@ -28,6 +28,7 @@ from cairn.memory.claims import claim_of
 from cairn.memory.embed import Embedder
 from cairn.memory.index import IndexUnavailable, VectorIndex
 from cairn.memory.index_outbox import IndexOutbox
+from cairn.memory.intent import steering
 from cairn.memory.recall import Recall
 from cairn.memory.records import Memory, checked_memory, content_hash, visible_to
 from cairn.memory.restatement import claim, restates
@@ -211,6 +212,9 @@ class MemoryStore:
             vector = [float(x) for x in vector]
         elif kind != "episode":  # episodes skip the near-duplicate check: embed in the outbox
             vector = self._embed_one(text)
+        if not flagged and kind != "episode" and self.embedder is not None:
+            # The phrasing list missed it; the classifier over its meaning may not (ADR 0035).
+            flagged = steering(vector, self.embedder.name)
         if kind != "episode" and vector is not None:
             near = self._near_duplicate(text, vector, scope, visibility, kind)
             if near is not None:

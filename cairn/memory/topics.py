@@ -40,9 +40,8 @@ TOPICS: dict[str, tuple[str, ...]] = {
     "process": (
         "policy", "procedure", "process", "rule", "runbook", "playbook", "required",
         "no longer", "not needed", "not required", "skip", "bypass", "exception", "override",
-        "disable", "rollback", "roll back", "hotfix", "deploy", "release", "freeze", "escalat",
-        "incident", "on-call", "oncall", "page ", "paging", "richtlinie", "política",
-        "politica", "politique", "polityk", "политик", "регламент", "流程", "规定",
+        "disable", "richtlinie", "política", "politica", "politique", "polityk", "политик",
+        "регламент", "流程", "规定",
     ),
 }  # fmt: skip
 _PATTERNS = {

@@ -160,8 +160,8 @@ class Conversations:
             if said is None and (known[2] or not envelope):
                 return known[1], known[2]  # nothing new: keep the answer's own expiry
             private, outside = (known[1] if said is None else said), known[2] or envelope
-        elif said is not None and isinstance(shared, bool):
-            private, outside = said, envelope  # the event says both: no need to ask
+        elif said is not None:
+            private, outside = said, envelope  # the event says it: no need to ask
         else:
             private, outside, keep = self._ask(team, channel)
             if said is not None and keep == self.keep:

@@ -271,7 +271,9 @@ def _standing(found: Recalled) -> str:
     status = memory_status(found.memory)
     if found.memory.confirmed and found.vouched_by:
         status += " by " + ", ".join(found.vouched_by)
-    elif not found.memory.confirmed and (topic := sensitive_topic(found.memory.text)):
+    elif not (found.memory.confirmed or found.memory.flagged) and (
+        topic := sensitive_topic(found.memory.text)
+    ):
         status += f"; about {topic}: a claim of its author, never to be stated as fact"
     return f"{status}; {note}" if note else status
 
