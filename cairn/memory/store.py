@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import or_, update
+from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -336,16 +336,15 @@ class MemoryStore:
         mine = claim(text)
         if len(mine.terms) < 2:
             return None
-        room = col(MemoryRow.private_to)
         with self.db.session() as s:
             retracted = s.exec(
                 select(MemoryRow.id, MemoryRow.text)
                 .where(
                     MemoryRow.tenant_id == scope.tenant,
                     col(MemoryRow.retracted).is_(True),
-                    or_(room.is_(None), room == scope.private_to)
-                    if scope.private_to
-                    else room.is_(None),
+                    # What this scope may see (another agent's private memory stays its own:
+                    # the privacy properties), shared or the agent's own, any age.
+                    visible_to(scope),
                 )
                 .order_by(col(MemoryRow.id).desc())
             ).all()

@@ -50,7 +50,9 @@ def test_edited_resends_of_a_retraction_are_held_and_corrections_are_stored(
     tenant = f"acme-{name.split('.')[0]}"
     scope = Scope(tenant, "cairn")
     for text in cases["retracted"]:
-        memory = runtime.memory.remember(text, scope, source=Source(author="ann")).memory
+        memory = runtime.memory.remember(
+            text, scope, visibility=Visibility.TEAM, source=Source(author="ann")
+        ).memory
         runtime.memory.retract(memory.id, scope, by="ann", reason="wrong")
     _flood(runtime, scope, 500)
     restored = []
