@@ -65,9 +65,18 @@ def _say(
 
 
 def _react(
-    rt: Runtime, message: OutboundMessage, emoji: str, *, user: str, removed: bool = False
+    rt: Runtime,
+    message: OutboundMessage,
+    emoji: str,
+    *,
+    user: str,
+    removed: bool = False,
+    outsider: bool = False,
+    admin: bool = False,
 ) -> str:
-    """``user`` reacts to ``message``; returns what the bot answered."""
+    """``user`` reacts to ``message``; returns what the bot answered. ``outsider`` and
+    ``admin`` are what a frontend says of the person (a guest, a bot or someone of another
+    organisation; a workspace or room admin)."""
     target = _deliver(rt, message)
     kind = EventType.REACTION_REMOVED if removed else EventType.REACTION_ADDED
     event = ChatEvent(
@@ -79,7 +88,9 @@ def _react(
         type=kind,
         reaction=emoji,
         target_id=target,
-        event_id=f"r-{target}-{emoji}-{user}-{removed}",
+        event_id=f"r-{target}-{emoji}-{user}-{removed}-{next(_EVENTS)}",
+        untrusted=outsider,
+        admin=admin,
         private=message.channel.startswith("D"),  # D...: a direct message, as on Slack
     )
     result = ingest(EventLog(rt.db), event, agent="cairn", max_chars=1000)

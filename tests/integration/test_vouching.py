@@ -17,14 +17,10 @@ from cairn.db.models import OutboundMessage
 from cairn.llm.types import LLMResponse, TextBlock
 from cairn.memory.intent import steering
 from cairn.runtime import Runtime
-from cairn.sessions.events import ChatEvent, EventType
-from cairn.sessions.ingest import Admission, ingest
-from cairn.sessions.log import EventLog
 from cairn.workers.session_end import end_session
-from cairn.workers.turn import handle_pending
 from tests.integration.test_learnings import ScriptedLLM
-from tests.integration.test_memory_poisoning import _audit, _memory, _notice, _say
-from tests.integration.test_session_flow import _deliver, _outbound
+from tests.integration.test_memory_poisoning import _audit, _memory, _notice, _react, _say
+from tests.integration.test_session_flow import _outbound
 from tests.support.scripted_llm import ScriptedLLM as RecordingLLM
 
 _EVENTS = itertools.count()
@@ -47,29 +43,10 @@ def react(
     admin: bool = False,
     removed: bool = False,
 ) -> str:
-    """``user`` puts ✅ on ``message`` (or takes it off); what the bot answered. ``outsider``
-    and ``admin`` are what a frontend says of the person (a guest, a bot or someone of
-    another organisation; a workspace or room admin)."""
-    target = _deliver(rt, message)
-    event = ChatEvent(
-        "console",
-        "acme",
-        message.channel,
-        message.thread_ref,
-        user,
-        type=EventType.REACTION_REMOVED if removed else EventType.REACTION_ADDED,
-        reaction="white_check_mark",
-        target_id=target,
-        event_id=f"v{next(_EVENTS)}",
-        untrusted=outsider,
-        admin=admin,
-        private=False,
+    """``user`` puts ✅ on ``message`` (or takes it off); what the bot answered."""
+    return _react(
+        rt, message, "white_check_mark", user=user, removed=removed, outsider=outsider, admin=admin
     )
-    result = ingest(EventLog(rt.db), event, agent="cairn", max_chars=1000)
-    assert result.admission is Admission.QUEUED
-    assert result.session_id is not None
-    handle_pending(rt, result.session_id)
-    return _outbound(rt, result.session_id)[-1].text
 
 
 def test_a_guest_a_bot_or_an_outsider_confirms_nothing_and_each_refusal_is_audited(
