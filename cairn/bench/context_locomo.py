@@ -280,7 +280,8 @@ def _conversation(
             source=Source(platform="locomo", thread=f"{name}/{session_name}", message=dia_id),
             created_at=when, flush=False,
         )  # fmt: skip
-        replay.memory_of[written.memory.id] = dia_id
+        for memory in written.parts or (written.memory,):  # a long turn is kept in parts
+            replay.memory_of[memory.id] = dia_id
         store.flush_outbox()
         last = max(last, when)
         if progress and number % 100 == 0:

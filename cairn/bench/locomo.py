@@ -109,8 +109,9 @@ def store_conversation(store: MemoryStore, path: Path) -> StoredConversation:
             created_at=when,
             flush=False,
         )
-        dia_of[written.memory.id] = dia_id
-        created[written.memory.id] = when
+        for memory in written.parts or (written.memory,):  # a long turn is kept in parts
+            dia_of[memory.id] = dia_id
+            created[memory.id] = when
         last = max(last, when)
     store.flush_outbox()
     store.optimize_index()

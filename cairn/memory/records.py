@@ -21,23 +21,29 @@ from sqlmodel import col
 from cairn.core.errors import InvalidInput
 from cairn.core.gate import gate
 from cairn.core.secrets import SECRET_MARK
-from cairn.core.text import clean_text
+from cairn.core.text import clean_text, pieces
 from cairn.db.models import MemoryRow
 from cairn.memory.scope import Scope, Visibility
 
 __all__ = [
     "MAX_MEMORY_CHARS",
+    "MAX_WRITE_CHARS",
     "MEMORY_KINDS",
     "Memory",
     "checked_memory",
     "content_hash",
     "may_confirm",
     "may_retract",
+    "memory_parts",
     "memory_status",
     "visible_to",
 ]
 
 MAX_MEMORY_CHARS = 2000
+# A longer text (a pasted log, a long message) is kept as linked memories of at most
+# MAX_MEMORY_CHARS each (memory_parts); this bounds only what one write may hold, far above
+# what a chat message can be (Slack: 40,000 characters; Matrix: 65,536 bytes an event).
+MAX_WRITE_CHARS = 200_000
 MEMORY_KINDS = ("fact", "preference", "decision", "pattern", "mistake", "constraint", "episode")
 
 
@@ -196,17 +202,39 @@ _REMOVED = re.compile(re.escape(SECRET_MARK) + r" ([^\]]{1,60})\]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-def checked_memory(text: str, kind: str) -> str:
+def memory_parts(text: str, kind: str) -> list[str]:
+    """``text`` as the memories of ``kind`` that hold it: itself when it fits in one, else
+    pieces of at most MAX_MEMORY_CHARS cut at sentence ends, each marked "(part i/n)".
+
+    The whole text passes :func:`checked_memory` before it is cut, so a credential that a cut
+    would split is still found. Raises InvalidInput as that does, for a text over
+    MAX_WRITE_CHARS among others.
+    """
+    whole = checked_memory(text, kind, limit=MAX_WRITE_CHARS)
+    if len(whole) <= MAX_MEMORY_CHARS:
+        return [text]
+    marker = len("(part 999/999) ")
+    found = pieces(whole, MAX_MEMORY_CHARS - marker)
+    return [f"(part {i}/{len(found)}) {piece}" for i, piece in enumerate(found, 1)]
+
+
+def checked_memory(text: str, kind: str, *, limit: int = MAX_MEMORY_CHARS) -> str:
     """``text`` as a memory of ``kind`` is stored (cleaned), after every check a write applies.
 
-    Raises InvalidInput for empty or oversized text, control characters, unknown kinds, and
-    text that holds a credential (or the marker of one removed from a message): secrets are
-    never memories. The message names the kind of secret, never the secret.
+    Raises InvalidInput for empty text or text over ``limit`` characters, control characters,
+    unknown kinds, and text that holds a credential (or the marker of one removed from a
+    message): secrets are never memories. The message names the kind of secret, never the
+    secret. An episode (a turn of a conversation, kept as said) is the exception: it is a
+    record of a message, which the session log keeps with its credentials masked, so it is
+    kept masked the same way rather than refused (a detector's false alarm on a long turn
+    would otherwise lose the whole turn).
     """
-    text = _validated_text(text)
+    text = _validated_text(text, limit)
     gated = gate(text)
     kinds = sorted(set(gated.secrets))
     text = gated.text.strip()
+    if kind == "episode":
+        return text
     removed = sorted(set(_REMOVED.findall(text)) - set(kinds))
     if kinds or removed or SECRET_MARK in text:
         what = ", ".join(kinds + [f"{k}, removed from the message" for k in removed])
@@ -220,7 +248,7 @@ def checked_memory(text: str, kind: str) -> str:
     return text
 
 
-def _validated_text(text: str) -> str:
+def _validated_text(text: str, limit: int) -> str:
     control = _CONTROL.search(text)
     if control is not None:
         raise InvalidInput(
@@ -230,9 +258,9 @@ def _validated_text(text: str) -> str:
     cleaned = clean_text(text)
     if not cleaned:
         raise InvalidInput("nothing to remember: the text is empty")
-    if len(cleaned) > MAX_MEMORY_CHARS:
+    if len(cleaned) > limit:
         raise InvalidInput(
-            f"a memory holds at most {MAX_MEMORY_CHARS} characters; this one has {len(cleaned)}. "
+            f"a memory holds at most {limit} characters; this one has {len(cleaned)}. "
             "Keep the essential fact."
         )
     return cleaned

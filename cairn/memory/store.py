@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,14 @@ from cairn.memory.index import IndexUnavailable, VectorIndex
 from cairn.memory.index_outbox import IndexOutbox
 from cairn.memory.intent import steering
 from cairn.memory.recall import Recall
-from cairn.memory.records import Memory, checked_memory, content_hash, visible_to
+from cairn.memory.records import (
+    MAX_MEMORY_CHARS,
+    Memory,
+    checked_memory,
+    content_hash,
+    memory_parts,
+    visible_to,
+)
 from cairn.memory.restatement import claim, restates
 from cairn.memory.scope import Scope, Source, Visibility
 from cairn.memory.supersession import Judge, reassert, reopen, supersede
@@ -66,12 +73,15 @@ class Remembered:
 
     ``merged`` is true when the text was a near-duplicate folded into ``memory``;
     ``superseded`` are the memories this write ended, as a newer value of the same fact.
+    ``parts`` are all the memories a text too long for one was kept as, in order (``memory``
+    is the first); empty when it fitted in one.
     """
 
     memory: Memory
     created: bool
     merged: bool = False
     superseded: tuple[Memory, ...] = ()
+    parts: tuple[Memory, ...] = ()
 
 
 class MemoryStore:
@@ -168,9 +178,31 @@ class MemoryStore:
         stays stored with its end of validity and its replacement (``superseded`` lists them;
         see :mod:`cairn.memory.supersession`). Restating a replaced text makes it current again.
 
-        Raises InvalidInput for empty or oversized text, control characters, unknown kinds and
-        text holding a credential (see :func:`~cairn.memory.records.checked_memory`).
+        A text longer than one memory holds (a long message, a pasted log) is kept as several,
+        cut at sentence ends and marked "(part i/n)", each written as above from the same
+        source (see :func:`~cairn.memory.records.memory_parts`); ``parts`` lists them.
+
+        Raises InvalidInput for empty text, text over MAX_WRITE_CHARS, control characters,
+        unknown kinds and text holding a credential (see
+        :func:`~cairn.memory.records.checked_memory`).
         """
+        parts = memory_parts(text, kind) if len(text) > MAX_MEMORY_CHARS else [text]
+        if len(parts) > 1:
+            written = []
+            for part in parts:
+                one = self.remember(
+                    part, scope, kind=kind, visibility=visibility, source=source,
+                    created_at=created_at, flush=False, flagged=flagged,
+                )  # fmt: skip
+                written.append(one)
+            if flush:
+                self.index_outbox.after_write()
+            first = written[0]
+            return replace(
+                first,
+                superseded=tuple(m for w in written for m in w.superseded),
+                parts=tuple(w.memory for w in written),
+            )
         text = checked_memory(text, kind)
         if flagged is None:
             flagged = kind != "episode" and instruction_reason(text) is not None

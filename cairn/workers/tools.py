@@ -197,6 +197,9 @@ class Toolbox:
         if memory.retracted:
             return self._retracted(memory)
         payload = {"status": "stored" if result.created else "already known", **_card(memory)}
+        if result.parts:
+            # Too long for one memory: kept as linked parts, cut at sentence ends.
+            payload["parts"] = [part.id for part in result.parts]
         if result.superseded:
             # A newer value of the same fact: say what it replaced, so the reply can too.
             payload["replaces"] = [

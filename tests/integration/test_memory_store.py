@@ -14,7 +14,7 @@ from cairn.core.gate import gate
 from cairn.db import Database
 from cairn.memory import MemoryStore, Scope, Source, Visibility
 from cairn.memory.index import QdrantIndex
-from cairn.memory.records import MAX_MEMORY_CHARS
+from cairn.memory.records import MAX_WRITE_CHARS
 from cairn.runtime import Runtime
 
 OPS = Scope("acme", "ops", "C1", "ann", "t1")
@@ -85,7 +85,7 @@ def test_retracting_outside_the_scope_is_not_found(store: MemoryStore) -> None:
     [
         ("", "empty"),
         ("\x00\x01  ", "control characters"),
-        ("x" * (MAX_MEMORY_CHARS + 1), "at most"),
+        ("x" * (MAX_WRITE_CHARS + 1), "at most"),
     ],
 )
 def test_bad_memories_are_refused_with_a_clear_error(
