@@ -30,7 +30,7 @@ import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from sqlmodel import col, select
 
 from cairn.bench.workers import bench_env, start_workers, stop_workers
 from cairn.bot.pipeline import Pipeline
+from cairn.core import stages
 from cairn.core.errors import CairnError
 from cairn.core.settings import load_settings
 from cairn.core.stats import percentiles
@@ -62,6 +63,8 @@ class PipelineFigures:
     duplicated: int
     latency_at_per_s: float = 0.0
     sustained_per_s: float = 0.0  # the throughput of the paced run
+    # Where the latency run's time went: per place and stage, p50/p95 ms (cairn.core.stages).
+    stages_ms: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,17 +100,22 @@ def run_mode(
         own["CAIRN_BROKER_URL"] = broker_url
     if database_url:
         own["CAIRN_DATABASE_URL"] = database_url
+    timings = home / "stages"
+    own[stages.DIRECTORY_VARIABLE] = str(timings)
     env = bench_env(home, own)
     overrides = {k: v for k, v in env.items() if k.startswith("CAIRN_")}
     settings = load_settings(**overrides)
     procs: list[subprocess.Popen[bytes]] = []
+    stages.record_to(timings)  # this process: the frontend's side, and in-process workers
     pipeline = Pipeline.open(settings)
     try:
         if broker_url:
             procs = start_workers(settings, env, home, workers)
         deadline = time.monotonic() + timeout
         load = (threads, messages, senders)
+        read: dict[str, int] = {}
         runs = [_run(pipeline, "flood", *load, rate=0.0, unique=unique, deadline=deadline)]
+        stages.read(timings, skip=read)  # the flood's lines: what follows is the paced run's
         if rate:
             runs.append(_run(pipeline, "paced", *load, rate=rate, unique=unique, deadline=deadline))
         return PipelineFigures(
@@ -119,10 +127,12 @@ def run_mode(
             duplicated=sum(run.duplicated for run in runs),
             latency_at_per_s=rate,
             sustained_per_s=runs[-1].messages_per_s,
+            stages_ms=stages.summary(stages.read(timings, skip=read)),
         )
     finally:
         stop_workers(procs)
         pipeline.close()
+        stages.record_to(None)
 
 
 def _run(
@@ -156,6 +166,7 @@ def _run(
             future.result()
     while time.monotonic() < deadline and _pending(pipeline) > 0:
         time.sleep(0.1)
+    time.sleep(0.2)  # a worker writes a message's timings just after its reply
     return _figures(pipeline, tenant)
 
 
@@ -345,7 +356,10 @@ def pipeline_command(
     to reply (the offline model answers at once, so this is Cairn's overhead; in a flood it
     would be time spent queued). Per-thread order violations, lost and duplicated replies
     are counted in both runs. Texts repeat, so embeddings come from the cache (--unique runs
-    the embedding model on every message). Example:
+    the embedding model on every message). Where the latency run's time went is shown per
+    stage (p50/p95 ms per message): on the frontend, the gate, ingest (validation and the
+    durable log) and enqueue; in the worker, time queued, claim (lock and read), context
+    (resume and compile), recall, model (with streaming), tools, stream and outbox. Example:
       cairn bench pipeline --threads 50 --messages 4 --json
       cairn bench pipeline --rate 100    # latency at 100 msg/s offered
       cairn bench pipeline --unique      # with the embedding model on every message
@@ -373,3 +387,8 @@ def pipeline_command(
             f"p99 {lat['p99']:.1f} ms  order violations {figures['order_violations']}  "
             f"lost {figures['lost']}  duplicated {figures['duplicated']}"
         )
+        for place, stages_ms in figures["stages_ms"].items():
+            shown = "  ".join(
+                f"{stage} {ms['p50']:.2f}/{ms['p95']:.2f}" for stage, ms in stages_ms.items()
+            )
+            click.echo(f"{'':<10} {place} stages, p50/p95 ms: {shown}")

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TextIO, TypeVar
 
 from cairn.bot.pipeline import Pipeline
-from cairn.core.errors import CairnError, first_line
+from cairn.core.bounded import bounded_int
+from cairn.core.errors import CairnError, InvalidInput, first_line
 from cairn.core.gate import gated
 from cairn.core.reactions import reaction_effect
 from cairn.core.text import printable
@@ -222,10 +223,13 @@ class Console:
         CAIRN_MCP_APPROVERS or a server's ``approvers`` name by "admins" may decide here; a
         list of people is checked against the current /user.
         """
-        if number and not number.lstrip("#").isdigit():
-            raise CairnError(f"/{decision} takes a request number, e.g. /{decision} 3")
-        number = number.lstrip("#")
-        if not number:
+        if number:
+            try:
+                number = str(bounded_int(number, "a request number"))
+            except InvalidInput as exc:
+                example = f"/{decision} takes a request number, e.g. /{decision} 3"
+                raise InvalidInput(f"{example}: {exc}") from None
+        else:
             waiting = self._patiently(
                 lambda: Approvals(self.rt.db).open_in(self.tenant, CHANNEL, self.state.thread)
             )

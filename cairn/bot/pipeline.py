@@ -7,6 +7,7 @@ A frontend builds a :class:`Pipeline` from the settings, hands each normalised e
 from __future__ import annotations
 
 from cairn.bot.routing import route
+from cairn.core import stages
 from cairn.core.metrics import EVENTS
 from cairn.core.settings import Settings
 from cairn.runtime import Runtime, build_runtime, reset_runtime
@@ -59,21 +60,26 @@ class Pipeline:
         While the database is unavailable it raises the driver's error as it is (see
         :func:`cairn.db.is_unavailable`): the frontend keeps the event and tries again.
         """
-        event = route(event, self.rt.settings)
-        result = ingest(
-            self.log,
-            event,
-            agent=event.agent or self.rt.settings.agent,
-            max_chars=self.rt.settings.max_message_chars,
-            settings=self.rt.settings,
-        )
-        EVENTS.labels(event.platform, event.type.value, result.admission.value).inc()
-        queued = result.admission is Admission.QUEUED or (
-            result.admission is Admission.REFUSED and result.event_row is not None
-        )
-        if queued and result.session_id is not None:
-            self.dispatcher.submit(result.session_id)
-        return result
+        with stages.message("frontend"):
+            event = route(event, self.rt.settings)
+            with stages.span("ingest"):
+                result = ingest(
+                    self.log,
+                    event,
+                    agent=event.agent or self.rt.settings.agent,
+                    max_chars=self.rt.settings.max_message_chars,
+                    settings=self.rt.settings,
+                )
+            EVENTS.labels(
+                event.platform, event.type.value, result.admission.value
+            ).inc()
+            queued = result.admission is Admission.QUEUED or (
+                result.admission is Admission.REFUSED and result.event_row is not None
+            )
+            if queued and result.session_id is not None:
+                with stages.span("enqueue"):
+                    self.dispatcher.submit(result.session_id)
+            return result
 
     def recover(self) -> int:
         """Queue every session with pending events (after a crash or a broker outage)."""

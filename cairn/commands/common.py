@@ -11,11 +11,28 @@ from typing import Any
 
 import click
 
-from cairn.core.errors import CairnError, ConfigError
+from cairn.core.bounded import ID_MAX, bounded_int
+from cairn.core.errors import CairnError, ConfigError, InvalidInput
 from cairn.core.redact import mask_urls
 from cairn.core.settings import Settings, get_settings
 
-__all__ = ["LazyGroup", "cli_errors", "load_settings", "name_checker"]
+__all__ = ["Bounded", "LazyGroup", "cli_errors", "load_settings", "name_checker"]
+
+
+class Bounded(click.ParamType[int]):
+    """A whole number from ``low`` to ``high`` as an argument or option (an id, a count): read
+    by :func:`cairn.core.bounded.bounded_int`, so an absurd one is a usage error naming it."""
+
+    name = "integer"
+
+    def __init__(self, what: str, low: int = 1, high: int = ID_MAX) -> None:
+        self.what, self.low, self.high = what, low, high
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        try:
+            return bounded_int(value, self.what, low=self.low, high=self.high)
+        except InvalidInput as exc:
+            self.fail(str(exc), param, ctx)
 
 
 class LazyGroup(click.Group):

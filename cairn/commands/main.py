@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import click
 
-from cairn.commands.common import LazyGroup, cli_errors, load_settings, name_checker
+from cairn.commands.common import Bounded, LazyGroup, cli_errors, load_settings, name_checker
 from cairn.core.errors import ConfigError
 from cairn.core.redact import mask_url
 from cairn.core.settings import Settings
@@ -175,7 +175,14 @@ def run() -> None:
 
 
 @main.command()
-@click.option("--concurrency", "-c", default=2, show_default=True, help="Parallel tasks.")
+@click.option(
+    "--concurrency",
+    "-c",
+    default=2,
+    show_default=True,
+    type=Bounded("--concurrency", high=1000),
+    help="Parallel tasks.",
+)
 @click.option("--loglevel", "-l", default="INFO", show_default=True)
 @click.option("--pool", default=None, help="Celery pool (default: threads with local Qdrant).")
 @click.option("--beat", is_flag=True, help="Also run the periodic jobs (one beat schedules).")

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
-from cairn.commands.common import name_checker
+from cairn.commands.common import Bounded, name_checker
 from cairn.core.errors import InvalidInput, NotFound
 from cairn.core.progress import progress_bar
 from cairn.memory.records import MEMORY_KINDS, Memory, memory_status
@@ -27,6 +27,8 @@ from cairn.memory.store import MemoryStore
 __all__ = ["memory", "memory_json", "scoped_runtime", "tenant_option"]
 
 _Command = TypeVar("_Command", bound=Callable[..., Any])
+
+MEMORY_ID = Bounded("a memory id")
 
 
 @contextmanager
@@ -125,7 +127,7 @@ def memory() -> None:
 @_scope_options
 @click.option("--kind", type=click.Choice(MEMORY_KINDS), default=None, help="Only this kind.")
 @click.option("--tier", type=click.Choice(["hot", "warm", "cold"]), default=None)
-@click.option("--limit", default=50, show_default=True)
+@click.option("--limit", default=50, show_default=True, type=Bounded("--limit", high=1_000_000))
 @click.option("--all", "include_retracted", is_flag=True, help="Include retracted memories.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 def memory_list(
@@ -152,7 +154,9 @@ def memory_list(
 @memory.command("search")
 @click.argument("query")
 @_scope_options
-@click.option("-k", default=5, show_default=True, help="How many to return.")
+@click.option(
+    "-k", default=5, show_default=True, type=Bounded("-k", high=1000), help="How many to return."
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 def memory_search(query: str, tenant: str | None, agent: str | None, k: int, as_json: bool) -> None:
     """What recall finds for QUERY (hybrid lexical + dense, weighted), best first.
@@ -174,7 +178,7 @@ memory.add_command(memory_search, "recall")
 
 
 @memory.command("show")
-@click.argument("memory_id", type=int)
+@click.argument("memory_id", type=MEMORY_ID)
 @_scope_options
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def memory_show(memory_id: int, tenant: str | None, agent: str | None, as_json: bool) -> None:
@@ -217,7 +221,7 @@ def _by_option(help_text: str) -> Callable[[_Command], _Command]:
 
 
 @memory.command("retract")
-@click.argument("memory_id", type=int)
+@click.argument("memory_id", type=MEMORY_ID)
 @_scope_options
 @click.option("--reason", default="", help="Why (kept for audit).")
 @_by_option("Who retracts (default: your login name).")
@@ -243,7 +247,7 @@ def _share_command(action: str) -> Any:
         "to its conversation again). Done as an admin.",
     )
     @click.option("--json", "as_json", is_flag=True, help="Print the memory and its history.")
-    @click.argument("memory_id", type=int)
+    @click.argument("memory_id", type=MEMORY_ID)
     def command(
         memory_id: int,
         tenant: str | None,
@@ -275,7 +279,7 @@ def _share_command(action: str) -> Any:
 
 
 @memory.command("restore")
-@click.argument("memory_id", type=int)
+@click.argument("memory_id", type=MEMORY_ID)
 @_scope_options
 @_by_option("Who restores (default: your login name); recorded.")
 def memory_restore(memory_id: int, tenant: str | None, agent: str | None, by: str | None) -> None:

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 import click
 
-from cairn.commands.common import name_checker
+from cairn.commands.common import Bounded, name_checker
 from cairn.core.errors import CairnError, InvalidInput
 from cairn.core.settings import get_settings
 from cairn.db import Database
@@ -72,7 +72,13 @@ def memo() -> None:
     callback=name_checker("user"),
     help="Who sends it.",
 )
-@click.option("--priority", default=0, show_default=True, help="-10 (low) to 10 (urgent).")
+@click.option(
+    "--priority",
+    default=0,
+    show_default=True,
+    type=Bounded("--priority", low=-10, high=10),
+    help="-10 (low) to 10 (urgent).",
+)
 @click.option("--expires", default=None, help="Stop delivering after 30m, 12h, 2d, 1w...")
 @click.option(
     "--tenant",
@@ -143,7 +149,7 @@ def list_memos(agent: str, everything: bool, tenant: str | None, as_json: bool) 
 
 
 @memo.command("ack")
-@click.argument("memo_id", type=int)
+@click.argument("memo_id", type=Bounded("a memo id"))
 @click.option(
     "--agent",
     required=True,

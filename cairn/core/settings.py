@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
+from cairn.core.bounded import bounded_setting
 from cairn.core.errors import ConfigError
 from cairn.core.redact import mask_url, mask_urls, url_secrets
 
@@ -675,6 +676,9 @@ def _merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
 
 def _contradictions(s: Settings) -> list[str]:
     problems: list[str] = []
+    for var, value in _values(s):  # a count, size or duration nobody means (docs/adr/0037)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            problems.extend(filter(None, [bounded_setting(value, var)]))
     db = s.database_url
     if db is not None:
         scheme = urlsplit(db).scheme.split("+")[0]

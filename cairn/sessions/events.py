@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from cairn.core.bounded import bounded_int
 from cairn.core.errors import InvalidInput
 from cairn.core.gate import gate
 from cairn.core.reactions import emoji_name
@@ -171,9 +172,13 @@ class ChatEvent:
                 raise InvalidInput(
                     f"a decision is approve or deny, not {printable(str(self.decision))[:40]!r}"
                 )
-            if not (self.target_id or "").isdigit():
-                raise InvalidInput("a decision needs the number of the request it answers")
-            return self
+            try:
+                number = bounded_int(self.target_id or "", "a request number")
+            except InvalidInput as exc:
+                raise InvalidInput(
+                    f"a decision needs the number of the request it answers; {exc}"
+                ) from None
+            return _replace(self, target_id=str(number))
         if not self.reaction or not self.target_id:
             raise InvalidInput("a reaction event needs the emoji and the message it is on")
         return self

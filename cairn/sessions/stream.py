@@ -35,6 +35,11 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CHANNEL_PREFIX = "cairn:stream:"
+# A prefix subscriber (a frontend of many workspaces) also subscribes to PRESENCE_PREFIX + its
+# prefix, a plain channel nobody publishes on, so that a publisher can count it with PUBSUB
+# NUMSUB: PUBSUB NUMPAT counts every pattern of the server, and Celery's Redis transport holds
+# some in every worker, so "any pattern" read as "someone listens" on every turn (ADR 0041).
+PRESENCE_PREFIX = "cairn:stream-listeners:"
 SUBSCRIBE_SECONDS = 2.0
 SUBSCRIPTION_BACKLOG = 10_000  # pieces a slow subscriber may fall behind before some are lost
 LISTENING_TTL = 1.0  # seconds a process keeps the answer to "does anyone listen to tenant T?"
@@ -195,14 +200,16 @@ class _RedisSubscription:
         try:
             if prefix:
                 self.pubsub.psubscribe(CHANNEL_PREFIX + _glob_escape(tenant) + "*")
+                self.pubsub.subscribe(PRESENCE_PREFIX + tenant)  # to be counted (see above)
             else:
                 self.pubsub.subscribe(CHANNEL_PREFIX + tenant)
             # Subscribed once Redis says so: a piece published before that would be missed.
+            awaited = 2 if prefix else 1
             deadline = time.monotonic() + SUBSCRIBE_SECONDS
-            while time.monotonic() < deadline:
+            while awaited and time.monotonic() < deadline:
                 message = self.pubsub.get_message(timeout=0.1)
                 if message and message.get("type") in ("subscribe", "psubscribe"):
-                    break
+                    awaited -= 1
         except (redis.RedisError, OSError) as exc:
             log.warning("answers will not stream (Redis: %s)", first_line(exc))
             self.close()
@@ -254,18 +261,20 @@ class RedisStreams:
         return subscription
 
     def listening(self, tenant: str) -> bool:
-        """Whether ``tenant``'s channel has subscribers (PUBSUB NUMSUB) or any pattern
-        subscription is open (PUBSUB NUMPAT: frontends of many workspaces subscribe so);
-        True if Redis fails, so that publishing then decides. The answer is kept for a second
-        per tenant by this object (the runtime keeps one per process): a busy worker asks Redis
-        once a second, not once a turn."""
+        """Whether ``tenant``'s channel has subscribers, or a subscriber to a prefix of it (a
+        frontend of many workspaces) is present: one PUBSUB NUMSUB of the tenant's channel and
+        of the presence channel of each of its prefixes. True if Redis fails, so that
+        publishing then decides. The answer is kept for a second per tenant by this object
+        (the runtime keeps one per process): a busy worker asks Redis once a second, not once
+        a turn."""
         now = time.monotonic()
         known = self._heard.get(tenant)
         if known is not None and now - known[0] < LISTENING_TTL:
             return known[1]
+        channels = [CHANNEL_PREFIX + tenant]
+        channels += [PRESENCE_PREFIX + tenant[:n] for n in range(len(tenant) + 1)]
         try:
-            counts = self.client.pubsub_numsub(CHANNEL_PREFIX + tenant)
-            heard = bool(counts and counts[0][1]) or bool(self.client.pubsub_numpat())
+            heard = any(count for _, count in self.client.pubsub_numsub(*channels))
         except (redis.RedisError, OSError):
             return True
         if len(self._heard) > 10_000:

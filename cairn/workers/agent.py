@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from cairn.core import stages
 from cairn.core.secrets import mask_secrets_in
 from cairn.llm.types import (
     LLM,
@@ -75,7 +76,10 @@ def run_agent(
     for round_number in range(max_rounds):
         if round_number and sink is not None:
             sink.restart()
-        response = llm.complete(replace(request, messages=tuple(messages)), sink=sink)
+        with stages.span("model"):
+            response = llm.complete(
+                replace(request, messages=tuple(messages)), sink=sink
+            )
         outcome.rounds += 1
         outcome.usage.append(response.usage)
         outcome.models.append(response.model or llm.name)
@@ -90,7 +94,8 @@ def run_agent(
             log.record("tool_call", use.name, {"id": use.id, "input": shown})
             if status is not None:
                 status(doing(use.name))
-            result = toolbox.run(use.name, use.input)
+            with stages.span("tools"):
+                result = toolbox.run(use.name, use.input)
             if result.approval is not None:
                 # The call did not run: the pending call is recorded for a person to decide,
                 # and asked for in the thread with the reply (docs/adr/0031).

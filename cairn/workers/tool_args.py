@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
+from cairn.core.bounded import ID_MAX
 from cairn.core.errors import InvalidInput
 from cairn.llm.types import ToolSpec
 from cairn.memory.records import MEMORY_KINDS
@@ -71,6 +72,8 @@ RecallK = Annotated[int, Field(json_schema_extra={"minimum": 1, "maximum": 20}),
 PageLimit = Annotated[
     int, Field(json_schema_extra={"minimum": 1, "maximum": 20000}), _clamp(1, 20000)
 ]
+# A row's id: what a 64-bit column holds (docs/adr/0037); a larger one is an error to the model.
+RowId = Annotated[int, Field(ge=1, le=ID_MAX)]
 
 
 class ToolArgs(BaseModel):
@@ -156,7 +159,7 @@ class ShareMemory(ToolArgs):
         "Share one of your private memories with every agent of this workspace, by its id "
         "(from recall). Sharing is recorded (who, when) and can be undone by people."
     )
-    memory_id: int
+    memory_id: RowId
 
 
 class Retract(ToolArgs):
@@ -167,7 +170,7 @@ class Retract(ToolArgs):
         "Retract a memory that is wrong or outdated, by its id (from recall) or by a query "
         "matching it. Retracted memories are kept for audit but never recalled."
     )
-    memory_id: int | None = None
+    memory_id: RowId | None = None
     query: NonBlank | None = None
     reason: str | None = None
 
@@ -266,7 +269,7 @@ class AckMemo(ToolArgs):
 
     tool = "ack_memo"
     about = "Acknowledge a memo you were shown once you have dealt with it."
-    memo_id: int
+    memo_id: RowId
 
 
 class ScratchpadWrite(ToolArgs):

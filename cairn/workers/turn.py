@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import Update, bindparam, update
 
+from cairn.core import stages
 from cairn.core.errors import CairnError, LLMAuthError, LLMError, SessionBusy
 from cairn.core.logs import bind
 from cairn.core.metrics import (
@@ -99,7 +100,9 @@ def _claim() -> Update:
     events = table(SessionEvent)
     return (
         update(events)
-        .where(events.c.id == bindparam("event_id"), events.c.status == EventStatus.PENDING)
+        .where(
+            events.c.id == bindparam("event_id"), events.c.status == EventStatus.PENDING
+        )
         .values(status=bindparam("to"))
     )
 
@@ -116,16 +119,31 @@ def handle_pending(rt: Runtime, session_id: int) -> int:
     handled = 0
     while True:
         try:
-            with rt.locks.hold(f"session:{session_id}", wait=rt.settings.workers.lock_wait):
+            claiming = time.perf_counter()
+            with rt.locks.hold(
+                f"session:{session_id}", wait=rt.settings.workers.lock_wait
+            ):
                 # The session is read once per hold: what a turn uses of it never changes.
                 session, pending = events.pending(session_id)
+                claimed = (time.perf_counter() - claiming) * 1000
                 for event in pending:
                     assert session is not None  # read with its pending events
-                    QUEUE_LATENCY.observe(max(0.0, (utcnow() - event.created_at).total_seconds()))
+                    waited = max(0.0, (utcnow() - event.created_at).total_seconds())
+                    QUEUE_LATENCY.observe(waited)
                     started = time.perf_counter()
-                    with bind(session=session_id, event=event.id, tenant=event.tenant_id):
+                    with (
+                        stages.message("worker"),
+                        bind(
+                            session=session_id, event=event.id, tenant=event.tenant_id
+                        ),
+                    ):
+                        stages.note("queued", waited * 1000)
+                        stages.note("claim", claimed)
+                        claimed = 0.0  # the lock and the read are the first event's
                         _handle(rt, events, session, event)
-                    TASK_DURATION.labels(event.kind).observe(time.perf_counter() - started)
+                    TASK_DURATION.labels(event.kind).observe(
+                        time.perf_counter() - started
+                    )
                     handled += 1
         except SessionBusy:
             return handled
@@ -135,7 +153,9 @@ def handle_pending(rt: Runtime, session_id: int) -> int:
             return handled
 
 
-def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: SessionEvent) -> None:
+def _handle(
+    rt: Runtime, events: EventLog, session: AgentSession, event: SessionEvent
+) -> None:
     if event.kind == EventKind.REACTION:
         effect = reaction_effect(str(event.data.get("emoji", "")), rt.settings)
         answer = apply_reaction(rt, session, event, effect)
@@ -157,7 +177,14 @@ def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: Session
             raise
         if isinstance(exc, LLMAuthError):
             log.error("LLM rejected the credentials: %s", exc)
-            _give_up(rt, session, event, f"I can't reach my language model: {exc}", str(exc), lead)
+            _give_up(
+                rt,
+                session,
+                event,
+                f"I can't reach my language model: {exc}",
+                str(exc),
+                lead,
+            )
             return
         if isinstance(exc, LLMError | CairnError):
             # The LLM adapter already retried with backoff; what is left is reported.
@@ -206,7 +233,9 @@ def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: Session
     hidden = event.data.get("hidden")
     if hidden:
         said.append(Said("notice", hidden_notice(int(hidden))))
-    said += [Said("notice", f"retracted: {m.text}", ()) for m in _unique(outcome.retracted)]
+    said += [
+        Said("notice", f"retracted: {m.text}", ()) for m in _unique(outcome.retracted)
+    ]
     said += [Said("notice", text[:1000]) for text in dict.fromkeys(outcome.notices)]
     _finish(rt, session, event, said, turn=turn, approvals=outcome.approvals)
 
@@ -231,24 +260,31 @@ def _turn(
         message=event.message_ref or event.event_ref or str(event.id),
         author=event.user,
         # The frontend knows guests and bots; the settings name anyone else not to trust.
-        untrusted=event.data.get("untrusted") is True or event.user in rt.settings.untrusted_users,
+        untrusted=event.data.get("untrusted") is True
+        or event.user in rt.settings.untrusted_users,
         admin=event.user in rt.settings.admins,
     )
     # The context engine resumes the session (checkpoint + newer events) and folds this message
     # in; pastes in it become artifacts and cards before anything reaches the model.
     # Its checkpoint and telemetry are written with the reply, in one transaction.
     engine = ContextEngine(rt.db, rt.settings.context)
-    turn = engine.begin(session, event, deferred=True)
+    with stages.span("context"):
+        turn = engine.begin(session, event, deferred=True)
     # The engine shows the best of a larger pool that fit its budget (ADR 0032); recall counts
     # and feedback stay with the best recall_k, as without the pool.
     recall_k = rt.settings.memory.recall_k
-    recalled = rt.memory.recall(turn.query, scope, engine.recall_size(recall_k), counted=recall_k)
-    memos = MemoBox(rt.db).inbox(
-        session.tenant_id, agent, include_read=False, private_to=scope.private_to
-    )
+    with stages.span("recall"):
+        recalled = rt.memory.recall(
+            turn.query, scope, engine.recall_size(recall_k), counted=recall_k
+        )
+        memos = MemoBox(rt.db).inbox(
+            session.tenant_id, agent, include_read=False, private_to=scope.private_to
+        )
     system = SYSTEM_FRAME.format(agent=agent)
     spec = rt.settings.agent_spec(agent)
-    instructions = spec.instructions.strip() or agent_instructions(rt.db, session.tenant_id, agent)
+    instructions = spec.instructions.strip() or agent_instructions(
+        rt.db, session.tenant_id, agent
+    )
     if instructions:
         system += f"\n\nYour instructions as {agent}:\n{instructions}"
     colleagues = [
@@ -257,13 +293,18 @@ def _turn(
         if name != agent
     ]
     if colleagues:
-        system += "\n\nOther agents of this workspace (reach them with send_memo):\n" + "\n".join(
-            colleagues
+        system += (
+            "\n\nOther agents of this workspace (reach them with send_memo):\n"
+            + "\n".join(colleagues)
         )
     remote = None
     if rt.settings.mcp.servers:
         remote = RemoteTools.for_agent(
-            rt.tool_servers, rt.settings, agent, requested_by=event.user, fold=turn.fold_tool_output
+            rt.tool_servers,
+            rt.settings,
+            agent,
+            requested_by=event.user,
+            fold=turn.fold_tool_output,
         )
         if remote.tools:
             system += MCP_FRAME
@@ -273,12 +314,19 @@ def _turn(
         source,
         turn,
         memos=MemoBox(rt.db),
-        agents=sorted(rt.settings.agents),  # none declared: any agent name may be addressed
+        agents=sorted(
+            rt.settings.agents
+        ),  # none declared: any agent name may be addressed
         allowed=spec.tools,
-        scratchpad=Scratchpad(rt.working, Pad(session.tenant_id, agent, str(session.id))),
+        scratchpad=Scratchpad(
+            rt.working, Pad(session.tenant_id, agent, str(session.id))
+        ),
         remote=remote,
     )
-    compiled = turn.compile(system=system, tools=toolbox.specs, recalled=recalled, memos=memos)
+    with stages.span("context"):
+        compiled = turn.compile(
+            system=system, tools=toolbox.specs, recalled=recalled, memos=memos
+        )
     request = LLMRequest(
         system=compiled.system,
         context=compiled.context,
@@ -356,16 +404,21 @@ class _Streamed:
             self._publish("end")
 
     def _publish(self, kind: Kind, text: str = "") -> None:
-        if self._heard is None:
-            self._heard = self.streams.listening(self.where.tenant)
-        if self._heard:
-            self.streams.publish(replace(self.where, kind=kind, text=text, at=time.time()))
+        with stages.span("stream"):
+            if self._heard is None:
+                self._heard = self.streams.listening(self.where.tenant)
+            if self._heard:
+                self.streams.publish(
+                    replace(self.where, kind=kind, text=text, at=time.time())
+                )
 
 
 class _TurnLog:
     """Appends tool calls and results to the session log, each in its own transaction."""
 
-    def __init__(self, events: EventLog, session: AgentSession, cause: SessionEvent) -> None:
+    def __init__(
+        self, events: EventLog, session: AgentSession, cause: SessionEvent
+    ) -> None:
         self._events, self._session, self._cause = events, session, cause
 
     def record(self, kind: str, text: str, data: dict[str, Any]) -> None:
@@ -428,7 +481,7 @@ def _finish(
     """Log what the bot says, queue it in the outbox and close the event, atomically (with
     the turn's checkpoint and telemetry, when it held them back, and the tool calls the turn
     held for approval, each asked for in a message after the reply)."""
-    with rt.db.session() as s:
+    with stages.span("outbox"), rt.db.session() as s:
         current: SessionEvent | None = None
         if error or dead_letter:
             current = s.get(SessionEvent, event.id)
@@ -437,7 +490,9 @@ def _finish(
         else:
             # Close the event first, if it is still pending: one statement that both checks
             # and claims (the transaction commits it with the rest, or not at all).
-            claimed = s.connection().execute(_claim(), {"event_id": event.id, "to": status})
+            claimed = s.connection().execute(
+                _claim(), {"event_id": event.id, "to": status}
+            )
             if not claimed.rowcount:
                 return  # handled by an earlier run of this task
         if turn is not None:
@@ -483,7 +538,9 @@ def _with_requests(
     requests = []
     for pending in approvals:
         server = str(pending.get("server", ""))
-        row = Approvals.hold_in(s, session, event.id or 0, pending, ttl=ttl_of(rt.settings, server))
+        row = Approvals.hold_in(
+            s, session, event.id or 0, pending, ttl=ttl_of(rt.settings, server)
+        )
         requests.append(
             Said(
                 "approval",

@@ -79,6 +79,26 @@ def test_pieces_travel_through_redis_and_a_malformed_message_is_dropped(redis_ur
     _round_trip(streams)
 
 
+@pytest.mark.redis
+def test_only_a_subscriber_of_the_tenant_or_of_a_prefix_of_it_is_listening(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    # Celery's Redis transport holds pattern subscriptions in every worker: they listen to
+    # nothing of Cairn's, and a worker that took them for a frontend published every turn.
+    foreign = client.pubsub()
+    foreign.psubscribe("/0.celery.pidbox*", "cairn:stream:other*")
+    try:
+        assert not RedisStreams(client).listening("slack:T1")
+        frontend = RedisStreams(client).subscribe("slack:", prefix=True)
+        try:
+            assert RedisStreams(client).listening("slack:T1")  # a workspace of that frontend
+            assert not RedisStreams(client).listening("matrix:hs")  # no frontend of it
+        finally:
+            frontend.close()
+        assert not RedisStreams(client).listening("slack:T1")
+    finally:
+        foreign.close()
+
+
 def test_publishing_with_redis_down_loses_the_piece_and_raises_nothing() -> None:
     dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
     assert RedisStreams(dead).listening("T1")  # cannot tell: publishing decides

@@ -317,14 +317,17 @@ def test_malformed_clicks_get_a_private_answer_and_the_app_carries_on(ops: Ops) 
     nowhere = block_actions_payload(request, "cairn_approve", "1", user=ADMIN)
     for part in ("channel", "container", "message"):
         nowhere.pop(part)
-    for payload in (not_a_number, unknown, nowhere):
+    huge = block_actions_payload(request, "cairn_approve", "9" * 26, user=ADMIN)
+    for payload in (not_a_number, unknown, nowhere, huge):
         status, _ = ops.slack.click(payload)
         assert status == 200
     ops.slack.settle(timeout=30)
     told = [e["text"] for e in ops.api.ephemerals(ADMIN)]
-    assert len(told) == 2  # the click without a channel can't be answered in one
+    assert len(told) == 3  # the click without a channel can't be answered in one
     assert "does not name a request for approval" in told[0]
     assert "no button 'cairn_explode'" in told[1]
+    # A 26-digit request number once overflowed the database driver, and nobody was told.
+    assert "a number of 26 digits" in told[2]
     assert ops.ran() == []
     assert _decisions(ops) == []
     assert ops.slack.health()[0] == 200

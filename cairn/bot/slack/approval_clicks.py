@@ -25,6 +25,7 @@ from cairn.bot.slack.conversations import Conversations
 from cairn.bot.slack.mrkdwn import to_mrkdwn
 from cairn.bot.slack.people import People
 from cairn.bot.slack.workspaces import PLATFORM, Workspaces, tenant_of
+from cairn.core.bounded import bounded_int
 from cairn.core.errors import InvalidInput, QueueError, first_line
 from cairn.core.settings import Settings
 from cairn.db import is_unavailable
@@ -91,8 +92,12 @@ def read_click(body: dict[str, Any]) -> Click:
         raise BadClick("this click does not say who clicked which message where")
     if click.action_id not in DECISION_OF_ACTION:
         raise BadClick(f"Cairn has no button {click.action_id[:60]!r}; nothing was decided.")
-    if not click.value.isascii() or not click.value.isdigit():
-        raise BadClick("this button does not name a request for approval; nothing was decided.")
+    try:
+        bounded_int(click.value, "a request number")
+    except InvalidInput as exc:
+        raise BadClick(
+            f"this button does not name a request for approval ({exc}); nothing was decided."
+        ) from None
     if not click.action_ts:
         raise BadClick("this click has no time of its own; nothing was decided.")
     return click

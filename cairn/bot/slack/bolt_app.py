@@ -34,7 +34,8 @@ from cairn.bot.slack.home import (
 from cairn.bot.slack.inbound import CHANNEL_CHANGES, Inbound, tenant_of
 from cairn.bot.slack.slash import run_command
 from cairn.bot.spool import SpoolError
-from cairn.core.errors import ConfigError
+from cairn.core.bounded import bounded_int
+from cairn.core.errors import ConfigError, InvalidInput
 from cairn.core.gate import gated
 from cairn.core.settings import Settings
 from cairn.memory.vouching import Confirmer
@@ -164,8 +165,9 @@ def register(
         team = str((body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id"))
         user = str((body.get("user") or {}).get("id") or "")
         try:
-            memory_id = int(str(action.get("value")))
-        except ValueError:
+            memory_id = bounded_int(str(action.get("value")), "a memory id")
+        except InvalidInput as exc:
+            log.warning("ignored an App Home button: %s", exc)
             return
         person = inbound.people.person(team, user)
         if action.get("action_id") == CONFIRM_ACTION:

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 
 from cairn.bot.slack.home import retract_memory
+from cairn.core.bounded import bounded_int
 from cairn.core.errors import CairnError
 from cairn.memory import Scope, Source, Visibility
 from cairn.runtime import Runtime
@@ -85,7 +86,8 @@ def _forget(rt: Runtime, tenant: str, scope: Scope, user: str, argument: str) ->
         return "Forget what? `/cairn forget deploys are frozen on Fridays` or `/cairn forget #12`"
     by_id = _ID.match(argument)
     if by_id:
-        return retract_memory(rt, tenant, int(by_id.group(1)), user, private_to=scope.private_to)
+        memory_id = bounded_int(by_id.group(1), "a memory id")
+        return retract_memory(rt, tenant, memory_id, user, private_to=scope.private_to)
     found = rt.memory.recall(argument, scope, 1)
     if not found:
         return f"I don't remember anything like {argument}."
