@@ -16,7 +16,9 @@ Whether a text reads as an instruction to the assistant is weighed on the gated 
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -183,14 +185,69 @@ def _masked(text: str, spans: list[tuple[str, int, int]]) -> str:
     return "".join(parts)
 
 
+# Texts longer than this (an attached log) are gated in pieces of about this size, cut at line
+# ends outside a PEM block: the rules' cost grows faster than the length on a large text
+# (5 MB of log in one piece: about three times the pieces' time), and a credential is on one
+# line, or in a PEM block, or in two adjacent lines, which a cut between pieces rarely parts.
+_PIECE_CHARS = 128_000
+# The last long texts the gate kept: a backstop that meets one again (the artifact store, after
+# the edge) passes it at once instead of reading megabytes twice. A handful, bounded in memory.
+_KEPT_LONG: OrderedDict[str, None] = OrderedDict()
+_KEPT_LONG_MAX = 4
+_KEPT_LOCK = threading.Lock()
+
+
 def gate(text: str) -> Gated:
     """``text`` made what a person sees, with every credential in it masked. Never raises."""
+    if len(text) > _PIECE_CHARS:
+        return _gate_long(text)
+    return _gate_piece(text)
+
+
+def _gate_piece(text: str) -> Gated:
     shown, hidden = visible(text)
     secrets = find_secrets(shown)
     if not secrets:
         return Gated(shown, (), hidden)
     kinds = tuple(dict.fromkeys(s.kind for s in secrets))
     return Gated(_masked(shown, [(s.kind, s.start, s.end) for s in secrets]), kinds, hidden)
+
+
+def _gate_long(text: str) -> Gated:
+    """:func:`gate` of a long text, piece by piece (see ``_PIECE_CHARS``)."""
+    with _KEPT_LOCK:
+        if text in _KEPT_LONG:  # gating is idempotent: what the gate kept passes as it is
+            _KEPT_LONG.move_to_end(text)
+            return Gated(text)
+    pieces = [_gate_piece(piece) for piece in _pieces(text)]
+    kept = "".join(p.text for p in pieces)
+    kinds = tuple(dict.fromkeys(kind for p in pieces for kind in p.secrets))
+    with _KEPT_LOCK:
+        _KEPT_LONG[kept] = None
+        while len(_KEPT_LONG) > _KEPT_LONG_MAX:
+            _KEPT_LONG.popitem(last=False)
+    return Gated(kept, kinds, sum(p.hidden for p in pieces))
+
+
+def _pieces(text: str) -> list[str]:
+    """``text`` cut at line ends into pieces of about ``_PIECE_CHARS``, never inside a PEM
+    block (whose lines are one credential); joined, they are ``text``."""
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > _PIECE_CHARS:
+        cut = text.find("\n", start + _PIECE_CHARS)
+        if cut < 0:
+            break
+        opened = text.rfind("-----BEGIN ", start, cut)
+        if opened >= 0 and text.find("-----END ", opened, cut) < 0:
+            closed = text.find("-----END ", cut)
+            cut = text.find("\n", closed + 9) if closed >= 0 else -1
+            if cut < 0:
+                break
+        pieces.append(text[start : cut + 1])
+        start = cut + 1
+    pieces.append(text[start:])
+    return pieces
 
 
 def rejoin(before: str, text: str) -> tuple[str, str, str] | None:

@@ -25,8 +25,10 @@ from cairn.db.models import (
 )
 
 __all__ = [
+    "ATTACHED_CHARS",
     "DECISIONS",
     "NAME_LIMITS",
+    "Attachment",
     "ChatEvent",
     "ChatReply",
     "EventType",
@@ -66,6 +68,27 @@ _LABELS = {
 DECISIONS = ("approve", "deny")
 
 
+# What one artifact card (of a long paste or an attached file) may add to a message's text,
+# beyond CAIRN_MAX_MESSAGE_CHARS: the card, not the file, is what the message carries.
+ATTACHED_CHARS = 8000
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file sent with a message, as its frontend fetched it.
+
+    ``data`` holds the file's bytes, or None when the frontend did not fetch them; then
+    ``refused`` says why (too large to fetch, the download failed), in words for the thread.
+    ``size`` is the size the platform announced (bytes).
+    """
+
+    name: str
+    media_type: str = ""
+    size: int = 0
+    data: bytes | None = field(default=None, repr=False)
+    refused: str = ""
+
+
 class EventType(StrEnum):
     """What happened in the chat."""
 
@@ -99,6 +122,11 @@ class ChatEvent:
     ``secrets`` names the kinds of credential :meth:`validated` removed from the text (it never
     reaches the session log, the model, memory or a log line), and ``hidden`` counts the
     invisible characters it took out (what is kept is what a person sees: cairn.core.gate).
+
+    ``attachments`` are the files sent with a message, before they are read; once read
+    (:mod:`cairn.memory.context.intake`), the message's text ends with their artifact cards
+    and notes, ``attached_chars`` long (not counted against the message limit), and
+    ``artifacts`` describes the cards (kept in the log's data, for the context engine).
     """
 
     platform: str
@@ -122,6 +150,9 @@ class ChatEvent:
     isolated: bool = False
     secrets: tuple[str, ...] = ()
     hidden: int = 0
+    attachments: tuple[Attachment, ...] = ()
+    artifacts: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
+    attached_chars: int = 0
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -161,12 +192,13 @@ class ChatEvent:
             text = gated.text.strip()
             if not text:
                 raise InvalidInput("the message is empty")
-            if len(text) > max_chars:
+            if len(text) - self.attached_chars > max_chars:
                 raise InvalidInput(
                     f"the message is {len(text)} characters long; the limit is {max_chars} "
                     "(CAIRN_MAX_MESSAGE_CHARS). Split it, or attach long logs as a file."
                 )
-            return _replace(self, text=text, secrets=gated.secrets, hidden=gated.hidden)
+            secrets = tuple(dict.fromkeys(self.secrets + gated.secrets))
+            return _replace(self, text=text, secrets=secrets, hidden=self.hidden + gated.hidden)
         if self.type is EventType.DECISION:
             if self.decision not in DECISIONS:
                 raise InvalidInput(

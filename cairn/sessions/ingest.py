@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
@@ -115,6 +116,7 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
                 user=event.user,
                 agent=event.agent or session.agent,
                 event_ref=event.event_id or None,
+                    **_attached(event),
                 message_ref=f"{event.channel}:{event.message_id}"
                 if event.message_id
                 else None,
@@ -128,6 +130,13 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
                     **({"hidden": event.hidden} if event.hidden else {}),
                 },
                 wake=True,  # a new message wakes an ended session
+def _attached(event: ChatEvent) -> dict[str, Any]:
+    """What the log keeps of a message's artifact cards (pastes and files made cards)."""
+    if not event.attached_chars:
+        return {}
+    return {"artifacts": list(event.artifacts), "attached_chars": event.attached_chars}
+
+
             )
     except IntegrityError:
         if event.addressed and event.message_id:

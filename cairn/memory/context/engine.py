@@ -37,7 +37,13 @@ from cairn.llm.types import ToolSpec
 from cairn.memory.context.artifacts import ArtifactStore
 from cairn.memory.context.classic import ClassicCompiler
 from cairn.memory.context.compiler import CompiledPrompt, compile_prompt
-from cairn.memory.context.pastes import Card, card_text, make_card, render_text
+from cairn.memory.context.pastes import (
+    Card,
+    card_text,
+    make_card,
+    render_message,
+    store_cards,
+)
 from cairn.memory.context.state import (
     ITEM_KINDS,
     EventView,
@@ -175,15 +181,7 @@ class ContextEngine:
         return list(folded.cards)
 
     def _store(self, session: AgentSession, cards: Sequence[Card]) -> None:
-        for card in cards:
-            self.artifacts.put(
-                session.id or 0,
-                session.tenant_id,
-                card.content,
-                kind=card.distilled.kind,
-                title=card.distilled.title,
-                tokens=card.tokens,
-            )
+        store_cards(self.artifacts, session.id or 0, session.tenant_id, cards)
 
     def _save(self, session_id: int, state: SessionState) -> None:
         data = state.to_json()
@@ -217,7 +215,7 @@ class ContextEngine:
             else:
                 self._save(session.id, state)
         view = _view(current)
-        prose = render_text(current.text, self.config.distill_chars).prose
+        prose = render_message(current.text, current.data, self.config.distill_chars).prose
         query_state_items = hydrate(state, prose[:4000], self.config.hydrate_threshold)
         cards = self._fold(session, state, view)
         turn = TurnContext(self, session, current, state, query_state_items, started, cards)

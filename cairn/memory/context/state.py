@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cairn.db.models import EventKind, EventStatus
-from cairn.memory.context.pastes import Card, Rendered, card_text, render_text
+from cairn.memory.context.pastes import Card, Rendered, card_text, render_message, render_text
 from cairn.memory.context.relevance import BM25, keywords, ordered_keywords
 
 __all__ = [
@@ -306,7 +306,7 @@ def _fold_message(
 ) -> Folded:
     state.turn += 1
     turn = state.turn
-    rendered = render_text(event.text, distill_chars)
+    rendered = render_message(event.text, event.data, distill_chars)
     if event.data.get("addressed", True):
         state.request = _clip(rendered.prose or rendered.text, 300)
     _bump(state, "messages")
