@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from enum import StrEnum
-from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
@@ -38,12 +37,8 @@ class Admission(StrEnum):
 
     QUEUED = "queued"  # written to the log; a worker must handle it
     DUPLICATE = "duplicate"  # seen before: nothing written, nothing to do
-    IGNORED = (
-        "ignored"  # not for us (e.g. a reaction on a message that isn't the bot's)
-    )
-    REFUSED = (
-        "refused"  # a decision not taken: see ``answer`` (tell the person privately)
-    )
+    IGNORED = "ignored"  # not for us (e.g. a reaction on a message that isn't the bot's)
+    REFUSED = "refused"  # a decision not taken: see ``answer`` (tell the person privately)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +78,7 @@ def ingest(
 
 def _decision(log: EventLog, event: ChatEvent, settings: Settings | None) -> Ingested:
     if settings is None:
-        return Ingested(
-            Admission.REFUSED, answer="decisions on tool calls are not taken here"
-        )
+        return Ingested(Admission.REFUSED, answer="decisions on tool calls are not taken here")
     decided = Approvals(log.db).decide(log, event, settings)
     if decided.duplicate:
         return Ingested(Admission.DUPLICATE, decided.session_id)
@@ -116,10 +109,7 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
                 user=event.user,
                 agent=event.agent or session.agent,
                 event_ref=event.event_id or None,
-                    **_attached(event),
-                message_ref=f"{event.channel}:{event.message_id}"
-                if event.message_id
-                else None,
+                message_ref=f"{event.channel}:{event.message_id}" if event.message_id else None,
                 data={
                     "mentions": list(event.mentions),
                     "addressed": event.addressed,
@@ -130,19 +120,10 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
                     **({"hidden": event.hidden} if event.hidden else {}),
                 },
                 wake=True,  # a new message wakes an ended session
-def _attached(event: ChatEvent) -> dict[str, Any]:
-    """What the log keeps of a message's artifact cards (pastes and files made cards)."""
-    if not event.attached_chars:
-        return {}
-    return {"artifacts": list(event.artifacts), "attached_chars": event.attached_chars}
-
-
             )
     except IntegrityError:
         if event.addressed and event.message_id:
-            upgraded = _address_logged_copy(
-                log, event, f"{event.channel}:{event.message_id}"
-            )
+            upgraded = _address_logged_copy(log, event, f"{event.channel}:{event.message_id}")
             if upgraded is not None:
                 return Ingested(Admission.QUEUED, session.id, upgraded)
         return Ingested(Admission.DUPLICATE, session.id)
@@ -179,18 +160,12 @@ def _rejoined(s: Session, session_id: int, event: ChatEvent) -> ChatEvent:
     if found is None:
         return event
     kind, before, text = found
-    s.exec(
-        update(SessionEvent)
-        .where(col(SessionEvent.id) == previous.id)
-        .values(text=before)
-    )
+    s.exec(update(SessionEvent).where(col(SessionEvent.id) == previous.id).values(text=before))
     secrets = tuple(dict.fromkeys((*event.secrets, kind)))
     return replace(event, text=text, secrets=secrets)
 
 
-def _address_logged_copy(
-    log: EventLog, event: ChatEvent, message_ref: str
-) -> int | None:
+def _address_logged_copy(log: EventLog, event: ChatEvent, message_ref: str) -> int | None:
     """Make the logged unaddressed copy of ``event``'s message pending work for its agent.
 
     Returns the row's id, or None when the logged copy was addressed already (a true
@@ -204,19 +179,14 @@ def _address_logged_copy(
                 SessionEvent.kind == EventKind.MESSAGE,
             )
         ).first()
-        if (
-            row is None
-            or row.data.get("addressed", True)
-            or row.status != EventStatus.DONE
-        ):
+        if row is None or row.data.get("addressed", True) or row.status != EventStatus.DONE:
             return None
         changed = s.exec(
             update(SessionEvent)
             .where(
                 col(SessionEvent.id) == row.id,
                 col(SessionEvent.status) == EventStatus.DONE,
-                col(SessionEvent.agent)
-                == row.agent,  # not already taken by another copy
+                col(SessionEvent.agent) == row.agent,  # not already taken by another copy
             )
             .values(
                 status=EventStatus.PENDING,
@@ -233,15 +203,11 @@ def _reaction(log: EventLog, event: ChatEvent, settings: Settings | None) -> Ing
         return Ingested(Admission.IGNORED)  # not a message of ours: ignored quietly
     if target.kind == "approval":
         # A request for approval: its approve and deny reactions decide, nothing else counts.
-        decision = (
-            decision_of_reaction(settings, event.reaction or "") if settings else None
-        )
+        decision = decision_of_reaction(settings, event.reaction or "") if settings else None
         if decision is None or event.type is EventType.REACTION_REMOVED:
             return Ingested(Admission.IGNORED, target.session_id)
         approval = str(target.data.get("approval", ""))
-        decided = replace(
-            event, type=EventType.DECISION, decision=decision, target_id=approval
-        )
+        decided = replace(event, type=EventType.DECISION, decision=decision, target_id=approval)
         return _decision(log, decided, settings)
     try:
         with log.db.session() as s:

@@ -77,9 +77,7 @@ def run_agent(
         if round_number and sink is not None:
             sink.restart()
         with stages.span("model"):
-            response = llm.complete(
-                replace(request, messages=tuple(messages)), sink=sink
-            )
+            response = llm.complete(replace(request, messages=tuple(messages)), sink=sink)
         outcome.rounds += 1
         outcome.usage.append(response.usage)
         outcome.models.append(response.model or llm.name)

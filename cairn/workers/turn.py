@@ -100,9 +100,7 @@ def _claim() -> Update:
     events = table(SessionEvent)
     return (
         update(events)
-        .where(
-            events.c.id == bindparam("event_id"), events.c.status == EventStatus.PENDING
-        )
+        .where(events.c.id == bindparam("event_id"), events.c.status == EventStatus.PENDING)
         .values(status=bindparam("to"))
     )
 
@@ -120,9 +118,7 @@ def handle_pending(rt: Runtime, session_id: int) -> int:
     while True:
         try:
             claiming = time.perf_counter()
-            with rt.locks.hold(
-                f"session:{session_id}", wait=rt.settings.workers.lock_wait
-            ):
+            with rt.locks.hold(f"session:{session_id}", wait=rt.settings.workers.lock_wait):
                 # The session is read once per hold: what a turn uses of it never changes.
                 session, pending = events.pending(session_id)
                 claimed = (time.perf_counter() - claiming) * 1000
@@ -133,17 +129,13 @@ def handle_pending(rt: Runtime, session_id: int) -> int:
                     started = time.perf_counter()
                     with (
                         stages.message("worker"),
-                        bind(
-                            session=session_id, event=event.id, tenant=event.tenant_id
-                        ),
+                        bind(session=session_id, event=event.id, tenant=event.tenant_id),
                     ):
                         stages.note("queued", waited * 1000)
                         stages.note("claim", claimed)
                         claimed = 0.0  # the lock and the read are the first event's
                         _handle(rt, events, session, event)
-                    TASK_DURATION.labels(event.kind).observe(
-                        time.perf_counter() - started
-                    )
+                    TASK_DURATION.labels(event.kind).observe(time.perf_counter() - started)
                     handled += 1
         except SessionBusy:
             return handled
@@ -153,9 +145,7 @@ def handle_pending(rt: Runtime, session_id: int) -> int:
             return handled
 
 
-def _handle(
-    rt: Runtime, events: EventLog, session: AgentSession, event: SessionEvent
-) -> None:
+def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: SessionEvent) -> None:
     if event.kind == EventKind.REACTION:
         effect = reaction_effect(str(event.data.get("emoji", "")), rt.settings)
         answer = apply_reaction(rt, session, event, effect)
@@ -233,9 +223,7 @@ def _handle(
     hidden = event.data.get("hidden")
     if hidden:
         said.append(Said("notice", hidden_notice(int(hidden))))
-    said += [
-        Said("notice", f"retracted: {m.text}", ()) for m in _unique(outcome.retracted)
-    ]
+    said += [Said("notice", f"retracted: {m.text}", ()) for m in _unique(outcome.retracted)]
     said += [Said("notice", text[:1000]) for text in dict.fromkeys(outcome.notices)]
     _finish(rt, session, event, said, turn=turn, approvals=outcome.approvals)
 
@@ -260,8 +248,7 @@ def _turn(
         message=event.message_ref or event.event_ref or str(event.id),
         author=event.user,
         # The frontend knows guests and bots; the settings name anyone else not to trust.
-        untrusted=event.data.get("untrusted") is True
-        or event.user in rt.settings.untrusted_users,
+        untrusted=event.data.get("untrusted") is True or event.user in rt.settings.untrusted_users,
         admin=event.user in rt.settings.admins,
     )
     # The context engine resumes the session (checkpoint + newer events) and folds this message
@@ -282,9 +269,7 @@ def _turn(
         )
     system = SYSTEM_FRAME.format(agent=agent)
     spec = rt.settings.agent_spec(agent)
-    instructions = spec.instructions.strip() or agent_instructions(
-        rt.db, session.tenant_id, agent
-    )
+    instructions = spec.instructions.strip() or agent_instructions(rt.db, session.tenant_id, agent)
     if instructions:
         system += f"\n\nYour instructions as {agent}:\n{instructions}"
     colleagues = [
@@ -293,9 +278,8 @@ def _turn(
         if name != agent
     ]
     if colleagues:
-        system += (
-            "\n\nOther agents of this workspace (reach them with send_memo):\n"
-            + "\n".join(colleagues)
+        system += "\n\nOther agents of this workspace (reach them with send_memo):\n" + "\n".join(
+            colleagues
         )
     remote = None
     if rt.settings.mcp.servers:
@@ -314,19 +298,13 @@ def _turn(
         source,
         turn,
         memos=MemoBox(rt.db),
-        agents=sorted(
-            rt.settings.agents
-        ),  # none declared: any agent name may be addressed
+        agents=sorted(rt.settings.agents),  # none declared: any agent name may be addressed
         allowed=spec.tools,
-        scratchpad=Scratchpad(
-            rt.working, Pad(session.tenant_id, agent, str(session.id))
-        ),
+        scratchpad=Scratchpad(rt.working, Pad(session.tenant_id, agent, str(session.id))),
         remote=remote,
     )
     with stages.span("context"):
-        compiled = turn.compile(
-            system=system, tools=toolbox.specs, recalled=recalled, memos=memos
-        )
+        compiled = turn.compile(system=system, tools=toolbox.specs, recalled=recalled, memos=memos)
     request = LLMRequest(
         system=compiled.system,
         context=compiled.context,
@@ -408,17 +386,13 @@ class _Streamed:
             if self._heard is None:
                 self._heard = self.streams.listening(self.where.tenant)
             if self._heard:
-                self.streams.publish(
-                    replace(self.where, kind=kind, text=text, at=time.time())
-                )
+                self.streams.publish(replace(self.where, kind=kind, text=text, at=time.time()))
 
 
 class _TurnLog:
     """Appends tool calls and results to the session log, each in its own transaction."""
 
-    def __init__(
-        self, events: EventLog, session: AgentSession, cause: SessionEvent
-    ) -> None:
+    def __init__(self, events: EventLog, session: AgentSession, cause: SessionEvent) -> None:
         self._events, self._session, self._cause = events, session, cause
 
     def record(self, kind: str, text: str, data: dict[str, Any]) -> None:
@@ -490,9 +464,7 @@ def _finish(
         else:
             # Close the event first, if it is still pending: one statement that both checks
             # and claims (the transaction commits it with the rest, or not at all).
-            claimed = s.connection().execute(
-                _claim(), {"event_id": event.id, "to": status}
-            )
+            claimed = s.connection().execute(_claim(), {"event_id": event.id, "to": status})
             if not claimed.rowcount:
                 return  # handled by an earlier run of this task
         if turn is not None:
@@ -538,9 +510,7 @@ def _with_requests(
     requests = []
     for pending in approvals:
         server = str(pending.get("server", ""))
-        row = Approvals.hold_in(
-            s, session, event.id or 0, pending, ttl=ttl_of(rt.settings, server)
-        )
+        row = Approvals.hold_in(s, session, event.id or 0, pending, ttl=ttl_of(rt.settings, server))
         requests.append(
             Said(
                 "approval",
