@@ -41,7 +41,7 @@ from sqlalchemy import delete
 from sqlmodel import col
 
 from cairn.bench.cost import CostLedger, Prices, PromptCache, request_blocks
-from cairn.bench.locomo import _evidence, _scratch_store, _turns
+from cairn.bench.locomo import _scratch_store, _turns, evidence_of, questions_of
 from cairn.core.errors import InvalidInput
 from cairn.core.settings import ContextSettings, MemorySettings
 from cairn.db.models import AgentSession, EventKind, SessionEvent
@@ -181,9 +181,7 @@ def run_locomo(
     for path in files:
         record = json.loads(path.read_text())
         conversation = record.get("conversation", record)
-        asked = [
-            q for q in record.get("qa", []) if q.get("category") in (1, 2, 3, 4) and _evidence(q)
-        ]
+        asked = questions_of(record)
         if questions is not None and questions < len(asked):
             asked = rng.sample(asked, questions)
         warm = _warmed(embedder, conversation, asked)
@@ -322,7 +320,7 @@ def _question(
     pool_k: int,
 ) -> None:
     question = str(item["question"])
-    evidence = _evidence(item)
+    evidence = evidence_of(item)
     session = replay.session
     sid = session.id or 0
     event = replay.log.append(

@@ -1,9 +1,17 @@
-"""LoCoMo conversations for the memory benchmarks: reading them, storing them in a scratch store.
+"""Conversations for the memory benchmarks: reading them, storing them in a scratch store.
 
 ``cairn bench recall`` (and its ``--cv``) and the context benchmark read the same files the same
 way: every turn is an episodic memory ("Speaker: text", plus the caption of an image it shared)
-at its session's date and time, and the questions of categories 1-4 that name evidence turns
-are what is asked.
+at its date and time, and the questions of categories 1-4 that name evidence turns are what is
+asked. Two formats are read as they are released:
+
+- LoCoMo (``speaker_a``/``speaker_b``, ``session_N_date_time``, turns of ``speaker`` and
+  ``text``; categories 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop);
+- real messaging-app chats ("realchat": ``name`` of ``speaker_1``/``speaker_2``, turns of
+  ``clean_text`` with their own ``date_time``, "29.12.2023, 22:42:04"; categories 1 multi-hop,
+  2 temporal, 3 commonsense). Its speakers' names are spelled as typed ("elise", "Elise": one
+  person, named as the ``name`` record names them, capitalised), a turn may only share an
+  image, and its evidence is written by hand (see :func:`evidence_of`).
 """
 
 from __future__ import annotations
@@ -25,9 +33,25 @@ from cairn.memory.index import embedded_index
 from cairn.memory.scope import Scope, Source, Visibility
 from cairn.memory.store import MemoryStore
 
-__all__ = ["StoredConversation", "default_locomo", "store_conversation"]
+__all__ = [
+    "CATEGORIES",
+    "StoredConversation",
+    "default_locomo",
+    "default_sets",
+    "evidence_of",
+    "format_of",
+    "questions_of",
+    "store_conversation",
+]
 
 _DATE = "%I:%M %p on %d %B, %Y"
+_REALCHAT_DATE = "%d.%m.%Y, %H:%M:%S"
+
+# The question categories of each format, as its release names them.
+CATEGORIES = {
+    "locomo": {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"},
+    "realchat": {1: "multi-hop", 2: "temporal", 3: "commonsense"},
+}
 
 
 @contextmanager
@@ -47,15 +71,19 @@ def _scratch_store(
             db.dispose()
 
 
+def format_of(record: dict[str, Any]) -> str:
+    """ "realchat" for a real messaging-app conversation (its ``name`` record names the
+    speakers), else "locomo"."""
+    return "realchat" if isinstance(record.get("name"), dict) else "locomo"
+
+
 def _turns(conversation: dict[str, Any]) -> Iterator[tuple[str, str, datetime, str, str]]:
     """(dia_id, text, when, session, speaker) of every turn; only turns, speakers and dates are
     read."""
-    sessions = sorted(
-        int(m.group(1))
-        for key in conversation
-        if (m := re.fullmatch(r"session_(\d+)", key)) and isinstance(conversation[key], list)
-    )
-    for n in sessions:
+    if format_of(conversation) == "realchat":
+        yield from _realchat_turns(conversation)
+        return
+    for n in _sessions(conversation):
         start = datetime.strptime(conversation[f"session_{n}_date_time"], _DATE).replace(tzinfo=UTC)
         for i, turn in enumerate(conversation[f"session_{n}"]):
             text = f"{turn['speaker']}: {turn['text']}"
@@ -65,32 +93,81 @@ def _turns(conversation: dict[str, Any]) -> Iterator[tuple[str, str, datetime, s
             yield turn["dia_id"], text, when, f"session_{n}", turn["speaker"]
 
 
-def _evidence(item: dict[str, Any]) -> set[str]:
+def _sessions(conversation: dict[str, Any]) -> list[int]:
+    return sorted(
+        int(m.group(1))
+        for key in conversation
+        if (m := re.fullmatch(r"session_(\d+)", key)) and isinstance(conversation[key], list)
+    )
+
+
+def _realchat_turns(conversation: dict[str, Any]) -> Iterator[tuple[str, str, datetime, str, str]]:
+    """A real chat's turns, each at its own time; a turn that only shares an image is "[shares
+    an image]" (with its caption when it has one), one with neither text nor image is skipped."""
+    names = {
+        str(n).casefold(): str(n)[:1].upper() + str(n)[1:] for n in conversation["name"].values()
+    }
+    for n in _sessions(conversation):
+        for turn in conversation[f"session_{n}"]:
+            typed = str(turn.get("speaker") or "")
+            speaker = names.get(typed.casefold(), typed)
+            said = str(turn.get("clean_text") or "").strip()
+            image = turn.get("blip_caption") or ""
+            if image:
+                said = f"{said} [shares an image: {image}]".strip()
+            elif turn.get("img_url") or turn.get("img_file"):
+                said = f"{said} [shares an image]".strip()
+            if not said:
+                continue
+            when = datetime.strptime(str(turn["date_time"]).strip(), _REALCHAT_DATE)
+            when = when.replace(tzinfo=UTC)
+            yield turn["dia_id"], f"{speaker}: {said}", when, f"session_{n}", speaker
+
+
+# A turn id as people write it: "D12:3", "D12 : 3", "D17;39" (a slip of the finger); a range
+# "D12:3-D12:5" or "D12:3-5".
+_TURN_ID = re.compile(r"D\s*(\d+)\s*[:;]\s*(\d+)(?:\s*-\s*(?:D\s*(\d+)\s*[:;]\s*)?(\d+))?")
+
+
+def evidence_of(item: dict[str, Any]) -> set[str]:
+    """The turn ids a question's ``evidence`` names, normalised: entries may hold several ids
+    separated by ";" or "," or spaces, ranges (every turn of a range in one session; the two
+    ends of one across sessions), a trailing "."; an entry that names no turn adds none."""
     found: set[str] = set()
     for entry in item.get("evidence") or []:
-        found.update(re.findall(r"D\d+:\d+", str(entry)))
+        for session, first, other, last in _TURN_ID.findall(str(entry)):
+            if not last:
+                found.add(f"D{int(session)}:{int(first)}")
+            elif other and int(other) != int(session):
+                found |= {f"D{int(session)}:{int(first)}", f"D{int(other)}:{int(last)}"}
+            else:
+                low, high = sorted((int(first), int(last)))
+                found |= {f"D{int(session)}:{t}" for t in range(low, high + 1)}
     return found
 
 
 @dataclass(frozen=True, slots=True)
 class StoredConversation:
-    """A LoCoMo conversation stored as episodic memories, and its questions of categories 1-4
-    that name evidence (asked a day after its last session)."""
+    """A conversation stored as episodic memories, and its questions of categories 1-4 that
+    name evidence among its turns (asked a day after its last turn). Each question's
+    ``evidence`` is normalised (:func:`evidence_of`), kept to the turns the conversation has."""
 
     scope: Scope
     dia_of: dict[int, str]  # memory id -> the turn's dia_id
     created: dict[int, datetime]
     asked_at: datetime
     questions: list[dict[str, Any]]
+    format: str = "locomo"  # or "realchat"
 
 
 def store_conversation(store: MemoryStore, path: Path) -> StoredConversation:
     """Store every turn of the conversation in ``path`` as an episodic memory ("Speaker:
-    text", at its session's date and time, by its speaker as a chat message is by its author)
-    of a tenant of its own; flushes the index."""
+    text", at its date and time, by its speaker as a chat message is by its author) of a tenant
+    of its own; flushes the index."""
     record = json.loads(path.read_text())
     conversation = record.get("conversation", record)
-    scope = Scope(f"locomo:{path.stem}", "bench")
+    fmt = format_of(conversation)
+    scope = Scope(f"{fmt}:{path.stem}", "bench")
     dia_of: dict[int, str] = {}
     created: dict[int, datetime] = {}
     last = datetime.min.replace(tzinfo=UTC)
@@ -101,7 +178,7 @@ def store_conversation(store: MemoryStore, path: Path) -> StoredConversation:
             kind="episode",
             visibility=Visibility.TEAM,
             source=Source(
-                platform="locomo",
+                platform=fmt,
                 thread=f"{path.stem}/{session}",
                 message=dia_id,
                 author=speaker,
@@ -115,10 +192,30 @@ def store_conversation(store: MemoryStore, path: Path) -> StoredConversation:
         last = max(last, when)
     store.flush_outbox()
     store.optimize_index()
-    questions = [
-        q for q in record.get("qa", []) if q.get("category") in (1, 2, 3, 4) and _evidence(q)
-    ]
-    return StoredConversation(scope, dia_of, created, last + timedelta(days=1), questions)
+    return StoredConversation(
+        scope, dia_of, created, last + timedelta(days=1), questions_of(record), fmt
+    )
+
+
+def questions_of(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The questions of ``record`` that are asked: of its format's categories, naming evidence
+    among its turns; each with its ``evidence`` normalised (:func:`evidence_of`) to those."""
+    conversation = record.get("conversation", record)
+    known = {dia_id for dia_id, *_ in _turns(conversation)}
+    categories = CATEGORIES[format_of(conversation)]
+    asked = []
+    for item in record.get("qa", []):
+        evidence = evidence_of(item) & known
+        if item.get("category") in categories and evidence:
+            asked.append(item | {"evidence": sorted(evidence)})
+    return asked
+
+
+def default_sets() -> list[Path]:
+    """The development sets beside the repository root that are there: ../shared/data/locomo
+    and ../shared/data/realchat."""
+    data = default_locomo().parent
+    return [folder for folder in (data / "locomo", data / "realchat") if folder.is_dir()]
 
 
 def default_locomo() -> Path:

@@ -11,7 +11,7 @@ import json
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -20,9 +20,10 @@ from typing import Any
 import click
 
 from cairn.bench.locomo import (
-    _evidence,
+    CATEGORIES,
     _scratch_store,
-    default_locomo,
+    default_sets,
+    evidence_of,
     store_conversation,
 )
 from cairn.core.errors import InvalidInput
@@ -42,57 +43,93 @@ _DATE = "%I:%M %p on %d %B, %Y"
 
 @dataclass
 class RecallReport:
-    """Recall@k per method, averaged over questions, and the latency of cairn's recall."""
+    """Recall@k per method, averaged over questions (in all, per set and per category), and
+    the latency of cairn's recall."""
 
     ks: tuple[int, ...]
     hits: dict[str, dict[int, list[float]]] = field(default_factory=dict)
     latencies_ms: list[float] = field(default_factory=list)
+    # (set, category name) of each question, in the order its hits were added
+    asked: list[tuple[str, str]] = field(default_factory=list)
 
     def add(self, method: str, k: int, value: float) -> None:
         """Record the recall of one question by ``method`` at ``k``."""
         self.hits.setdefault(method, {}).setdefault(k, []).append(value)
 
-    def as_dict(self) -> dict[str, Any]:
-        """The shape ``--json`` prints."""
+    def _methods(self, which: list[int] | None) -> dict[str, dict[str, float | int]]:
         methods: dict[str, dict[str, float | int]] = {}
         for method in METHODS:
             per_k = self.hits.get(method, {})
-            entry: dict[str, float | int] = {
-                f"recall@{k}": round(statistics.fmean(v), 4) if (v := per_k.get(k)) else 0.0
-                for k in self.ks
-            }
-            entry["n"] = len(per_k.get(self.ks[0], []))
+            entry: dict[str, float | int] = {}
+            for k in self.ks:
+                values = per_k.get(k, [])
+                if which is not None:
+                    values = [values[i] for i in which if i < len(values)]
+                entry[f"recall@{k}"] = round(statistics.fmean(values), 4) if values else 0.0
+            entry["n"] = len(per_k.get(self.ks[0], [])) if which is None else len(which)
             methods[method] = entry
-        return {"methods": methods, "latency_ms": percentiles(self.latencies_ms)}
+        return methods
+
+    def as_dict(self) -> dict[str, Any]:
+        """The shape ``--json`` prints: every method in all, then per set (the folder's name)
+        and per category of that set."""
+        sets: dict[str, Any] = {}
+        for name in dict.fromkeys(s for s, _ in self.asked):
+            mine = [i for i, (s, _) in enumerate(self.asked) if s == name]
+            categories = dict.fromkeys(self.asked[i][1] for i in mine)
+            sets[name] = {
+                "methods": self._methods(mine),
+                "by_category": {
+                    c: self._methods([i for i in mine if self.asked[i][1] == c]) for c in categories
+                },
+            }
+        return {
+            "methods": self._methods(None),
+            "sets": sets,
+            "latency_ms": percentiles(self.latencies_ms),
+        }
+
+
+def conversation_files(folders: Sequence[Path]) -> list[tuple[str, Path]]:
+    """(set, file) of every conversation file in ``folders``, the set named by its folder.
+    Raises InvalidInput when a folder holds none."""
+    found = []
+    for folder in folders:
+        files = sorted(p for p in folder.glob("*.json") if p.is_file())
+        if not files:
+            raise InvalidInput(f"no conversation files (*.json) in {folder}")
+        found += [(folder.name, path) for path in files]
+    return found
 
 
 def run_recall(
-    data: Path,
+    data: Path | Sequence[Path],
     ks: tuple[int, ...],
     embedder: Embedder | None,
     weights: MemorySettings | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> RecallReport:
-    """Score cairn and the baselines on every LoCoMo conversation file in ``data``.
+    """Score cairn and the baselines on every conversation file in ``data`` (a folder, or
+    several: one set each).
 
-    Raises InvalidInput when ``data`` holds no conversation files.
+    Raises InvalidInput when a folder holds no conversation files.
     """
-    files = sorted(p for p in data.glob("*.json") if p.is_file())
-    if not files:
-        raise InvalidInput(f"no LoCoMo conversation files (*.json) in {data}")
+    files = conversation_files([data] if isinstance(data, Path) else data)
     report = RecallReport(ks=ks)
     top = max(ks)
     with _scratch_store(embedder, weights) as store:
-        for path in files:
+        for name, path in files:
             stored = store_conversation(store, path)
             scope, dia_of, created = stored.scope, stored.dia_of, stored.created
             asked_at, questions = stored.asked_at, stored.questions
             if progress:
-                progress(f"{path.name}: {len(dia_of)} turns, {len(questions)} questions")
+                progress(f"{name}/{path.name}: {len(dia_of)} turns, {len(questions)} questions")
             texts = {mid: set(terms(t)) for mid, t in _texts(store, scope).items()}
             for item in questions:
+                category = CATEGORIES[stored.format][int(item["category"])]
+                report.asked.append((name, category))
                 _score_question(
-                    store, scope, str(item["question"]), _evidence(item), asked_at,
+                    store, scope, str(item["question"]), evidence_of(item), asked_at,
                     dia_of, created, texts, report, top,
                 )  # fmt: skip
     return report
@@ -164,8 +201,9 @@ def _pranor(
 @click.option(
     "--data",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="Folder of LoCoMo conversation files (default: ../shared/data/locomo).",
+    multiple=True,
+    help="Folder of conversation files, LoCoMo or realchat format; repeat for several sets "
+    "(default: ../shared/data/locomo and ../shared/data/realchat, those that are there).",
 )
 @click.option("--k", "ks", default="5,10", show_default=True, help="Comma-separated cut-offs.")
 @click.option(
@@ -178,25 +216,28 @@ def _pranor(
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also draw recall@k for k = 1..20, every method, into this PNG.")  # fmt: skip
-def bench_recall(data: Path | None, ks: str, cv: bool, as_json: bool, plot: Path | None) -> None:
-    """Recall@k of cairn's memory and four baselines on LoCoMo conversations.
+def bench_recall(
+    data: tuple[Path, ...], ks: str, cv: bool, as_json: bool, plot: Path | None
+) -> None:
+    """Recall@k of cairn's memory and four baselines on LoCoMo and real-chat conversations.
 
     \b
     Each conversation file becomes a fresh tenant; every turn is stored as an episodic memory
-    ("Speaker: text", plus the image caption) at its session's date and time. Every question of
-    categories 1-4 is then asked a day after the last session; recall@k is the share of its
-    evidence turns among the top k. Baselines on the same store: bm25, dense, palaia
+    ("Speaker: text", plus the image caption) at its date and time. Every question (LoCoMo's
+    categories 1-4, realchat's 1-3) is then asked a day after the last turn; recall@k is the
+    share of its evidence turns among the top k, in all, per set (folder) and per category.
+    Baselines on the same store: bm25, dense, palaia
     (0.4 x BM25 + 0.6 x dense, min-max normalised), pranor (keyword matches x 1/(1+hours)).
     \b
     With --cv, every weight recall is tuned by (the grid in cairn/bench/recall_cv.py) is
-    chosen on four conversations and scored on the fifth, for each fifth: the held-out figure
+    chosen on all conversations but one and scored on that one, for each: the held-out figure
     is what to expect on conversations Cairn never saw. The in-sample figure (the best grid
-    point scored on all five) and the shipped defaults are printed beside it, each per
-    LoCoMo category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop).
+    point scored on all) and the shipped defaults are printed beside it, each per set and
+    category.
     \b
     Example:
       cairn bench recall --data ../shared/data/locomo --k 5,10 --json --plot recall.png
-      cairn bench recall --cv
+      cairn bench recall --data ../shared/data/locomo --data ../shared/data/realchat --cv
     """
     from cairn.bench.plots import plot_recall, require_plotting
     from cairn.commands.common import cli_errors, load_settings
@@ -207,12 +248,12 @@ def bench_recall(data: Path | None, ks: str, cv: bool, as_json: bool, plot: Path
         if plot is not None:
             require_plotting()
         curve = tuple(range(1, PLOT_KS + 1)) if plot is not None else ()
-        folder = data or default_locomo()
-        if not folder.is_dir():
-            raise InvalidInput(f"no LoCoMo data at {folder}; pass --data DIR")
+        folders = list(data) or default_sets()
+        if not folders:
+            raise InvalidInput("no conversation data beside the repository; pass --data DIR")
         embedder = build_embedder(settings.memory.embeddings, settings.memory.embedding_engine)
         report = run_recall(
-            folder,
+            folders,
             tuple(sorted({*cutoffs, *curve})),
             embedder,
             settings.memory,
@@ -221,14 +262,14 @@ def bench_recall(data: Path | None, ks: str, cv: bool, as_json: bool, plot: Path
         result = report.as_dict()
         if plot is not None:
             plot_recall(plot, result["methods"], curve)
-        for row in result["methods"].values():  # what --k asked for; the curve is the figure's
+        for row in _method_rows(result):  # what --k asked for; the curve is the figure's
             for k in set(curve) - set(cutoffs):
                 del row[f"recall@{k}"]
         if cv:
             from cairn.bench.recall_cv import run_cross_validation
 
             result["cv"] = run_cross_validation(
-                folder,
+                folders,
                 cutoffs,
                 embedder,
                 settings.memory,
@@ -243,24 +284,44 @@ def bench_recall(data: Path | None, ks: str, cv: bool, as_json: bool, plot: Path
         for method, row in result["methods"].items():
             cells = "  ".join(f"{row[f'recall@{k}']:<9.3f}" for k in cutoffs)
             click.echo(f"{method:<7} {cells}  {row['n']}")
+        for name, figures in result["sets"].items():
+            click.echo(f"{name}:")
+            for group, methods in {"all": figures["methods"], **figures["by_category"]}.items():
+                cells = "  ".join(
+                    m + " " + " / ".join(f"{methods[m][f'recall@{k}']:.3f}" for k in cutoffs)
+                    for m in ("cairn", "bm25")
+                )
+                click.echo(f"  {group:<12} {cells}  n={methods['cairn']['n']}")
         lat = result["latency_ms"]
         click.echo(f"cairn recall latency: p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms")
         if cv:
             _echo_cv(result["cv"], cutoffs)
 
 
+def _method_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every row of figures per method in ``result``: in all, per set, per category."""
+    groups = [result["methods"]]
+    for figures in result["sets"].values():
+        groups += [figures["methods"], *figures["by_category"].values()]
+    return [row for methods in groups for row in methods.values()]
+
+
 def _echo_cv(cv: dict[str, Any], cutoffs: tuple[int, ...]) -> None:
-    """The cross-validation as a table: defaults, in-sample best, held-out; per category."""
+    """The cross-validation as a table: defaults, in-sample best, held-out; per set and
+    category."""
     click.echo("\ncairn, weights chosen by leave-one-conversation-out:")
-    names = ["all", "multi-hop", "temporal", "open-domain", "single-hop"]
-    click.echo(f"{'':<11}" + "".join(f"{n:>24}" for n in names))
+    names = ["all", "multi-hop", "temporal", "open-domain", "single-hop", "commonsense"]
+    click.echo(f"{'':<22}" + "".join(f"{n:>16}" for n in names))
     for label in ("defaults", "in_sample", "held_out"):
         figures = cv[label]
-        cells = []
-        for name in names:
-            row = figures if name == "all" else figures["by_category"].get(name, {})
-            cells.append(" / ".join(f"{row.get(f'recall@{k}', 0.0):.3f}" for k in cutoffs))
-        click.echo(f"{label:<11}" + "".join(f"{c:>24}" for c in cells))
+        for group, row in {"all": figures, **figures.get("by_set", {})}.items():
+            cells = []
+            for name in names:
+                cell = row if name == "all" else row["by_category"].get(name)
+                cells.append(
+                    " / ".join(f"{cell[f'recall@{k}']:.3f}" for k in cutoffs) if cell else "-"
+                )
+            click.echo(f"{label + ' ' + group:<22}" + "".join(f"{c:>16}" for c in cells))
     click.echo(
         f"(recall@{' / @'.join(str(k) for k in cutoffs)}; in-sample chose "
         f"{json.dumps(cv['in_sample']['chosen'])})"

@@ -23,16 +23,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cairn.bench.locomo import _evidence, _scratch_store, store_conversation
+from cairn.bench.locomo import CATEGORIES, _scratch_store, evidence_of, store_conversation
 from cairn.core.errors import InvalidInput
 from cairn.core.settings import MemorySettings
 from cairn.memory.embed import Embedder
 from cairn.memory.recall import Recall
 from cairn.memory.scope import Scope
 
-__all__ = ["CATEGORIES", "GRID", "CrossValidation", "run_cross_validation"]
-
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+__all__ = ["GRID", "CrossValidation", "run_cross_validation"]
 
 # The weights recall is tuned by, and the values tried (ADR 0030 says why these).
 GRID: tuple[dict[str, float], ...] = tuple(
@@ -50,14 +48,18 @@ GRID: tuple[dict[str, float], ...] = tuple(
 
 @dataclass(frozen=True, slots=True)
 class _Question:
-    conversation: str
+    conversation: str  # "set/stem"
     scope: Scope
     text: str
     evidence: frozenset[str]
     asked_at: datetime
     dia_of: dict[int, str]
-    category: int
+    category: str  # its set's name for it
     vector: list[float] | None
+
+    @property
+    def set(self) -> str:
+        return self.conversation.split("/", 1)[0]
 
 
 @dataclass
@@ -71,21 +73,34 @@ class CrossValidation:
     default: list[tuple[float, ...]] = field(default_factory=list)
 
     def _figures(self, rows: Sequence[tuple[float, ...]], which: Sequence[int]) -> dict[str, Any]:
-        figures: dict[str, Any] = {
+        """Recall at each k over ``which``, then per category, then per set (and its
+        categories) when there are several sets."""
+        figures = self._recall(rows, which)
+        figures["by_category"] = self._by_category(rows, which)
+        sets = dict.fromkeys(self.questions[q].set for q in which)
+        if len(sets) > 1:
+            figures["by_set"] = {}
+            for name in sets:
+                mine = [q for q in which if self.questions[q].set == name]
+                figures["by_set"][name] = self._recall(rows, mine) | {
+                    "by_category": self._by_category(rows, mine)
+                }
+        return figures
+
+    def _recall(self, rows: Sequence[tuple[float, ...]], which: Sequence[int]) -> dict[str, Any]:
+        return {
             f"recall@{k}": round(statistics.fmean(rows[q][i] for q in which), 4) if which else 0.0
             for i, k in enumerate(self.ks)
+        } | {"n": len(which)}
+
+    def _by_category(
+        self, rows: Sequence[tuple[float, ...]], which: Sequence[int]
+    ) -> dict[str, Any]:
+        names = dict.fromkeys(self.questions[q].category for q in which)
+        return {
+            name: self._recall(rows, [q for q in which if self.questions[q].category == name])
+            for name in names
         }
-        by_category: dict[str, Any] = {}
-        for category, name in CATEGORIES.items():
-            mine = [q for q in which if self.questions[q].category == category]
-            if mine:
-                by_category[name] = {
-                    f"recall@{k}": round(statistics.fmean(rows[q][i] for q in mine), 4)
-                    for i, k in enumerate(self.ks)
-                } | {"n": len(mine)}
-        figures["by_category"] = by_category
-        figures["n"] = len(which)
-        return figures
 
     def _objective(self, point: int, which: Sequence[int]) -> float:
         """What a grid point is chosen by: its mean recall over ``which`` at every k."""
@@ -122,24 +137,27 @@ class CrossValidation:
 
 
 def run_cross_validation(
-    data: Path,
+    data: Path | Sequence[Path],
     ks: tuple[int, ...],
     embedder: Embedder | None,
     defaults: MemorySettings,
     progress: Callable[[str], None] | None = None,
 ) -> CrossValidation:
-    """Store every LoCoMo conversation in ``data`` once, score each question under the
-    defaults and every grid point. Raises InvalidInput when ``data`` holds no conversations."""
-    files = sorted(p for p in data.glob("*.json") if p.is_file())
+    """Store every conversation in ``data`` (a folder, or several: one set each) once, score
+    each question under the defaults and every grid point. Raises InvalidInput when there are
+    fewer than two conversations."""
+    from cairn.bench.memory import conversation_files
+
+    files = conversation_files([data] if isinstance(data, Path) else data)
     if len(files) < 2:
-        raise InvalidInput(f"--cv needs at least two LoCoMo conversation files in {data}")
+        raise InvalidInput("--cv needs at least two conversation files")
     report = CrossValidation(ks=ks)
     top = max(ks)
     with _scratch_store(embedder, defaults) as store:
-        for path in files:
-            report.questions += _questions_of(store, path, embedder)
+        for name, path in files:
+            report.questions += _questions_of(store, name, path, embedder)
             if progress:
-                progress(f"{path.name}: stored; {len(report.questions)} questions so far")
+                progress(f"{name}/{path.name}: stored; {len(report.questions)} questions so far")
         readers = [defaults] + [defaults.model_copy(update=point) for point in GRID]
         for n, weights in enumerate(readers):
             recall = Recall(store.db, store.index, embedder, weights, top)
@@ -153,7 +171,7 @@ def run_cross_validation(
     return report
 
 
-def _questions_of(store: Any, path: Path, embedder: Embedder | None) -> list[_Question]:
+def _questions_of(store: Any, name: str, path: Path, embedder: Embedder | None) -> list[_Question]:
     stored = store_conversation(store, path)
     questions = []
     for item in stored.questions:
@@ -161,13 +179,13 @@ def _questions_of(store: Any, path: Path, embedder: Embedder | None) -> list[_Qu
         vector = embedder.embed([text])[0].tolist() if embedder is not None else None
         questions.append(
             _Question(
-                path.stem,
+                f"{name}/{path.stem}",
                 stored.scope,
                 text,
-                frozenset(_evidence(item)),
+                frozenset(evidence_of(item)),
                 stored.asked_at,
                 stored.dia_of,
-                int(item["category"]),
+                CATEGORIES[stored.format][int(item["category"])],
                 vector,
             )
         )

@@ -150,7 +150,7 @@ def test_bench_recall_cv_scores_each_conversation_with_weights_chosen_on_the_oth
         assert 0 <= figures["recall@1"] <= figures["recall@2"] <= 1
         assert set(figures["by_category"]) == {"multi-hop", "open-domain", "single-hop"}
         assert figures["by_category"]["multi-hop"]["n"] == 2
-    assert [fold["held_out"] for fold in cv["folds"]] == ["tiny", "twin"]
+    assert [fold["held_out"] for fold in cv["folds"]] == ["locomo/tiny", "locomo/twin"]
     assert all(fold["chosen"] in cv["grid"] for fold in cv["folds"])
     assert cv["in_sample"]["chosen"] in cv["grid"]
     assert len(cv["grid"]) > 1
@@ -160,7 +160,7 @@ def test_bench_recall_cv_needs_two_conversations(tmp_path: Path) -> None:
     data = _locomo(tmp_path / "locomo")
     code, out = _run("bench", "recall", "--data", str(data), "--cv", "--json")
     assert code != 0
-    assert "--cv needs at least two LoCoMo conversation files" in out
+    assert "--cv needs at least two conversation files" in out
 
 
 @pytest.mark.slow
