@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 from cairn.bot.pipeline import Pipeline
@@ -25,7 +26,7 @@ from cairn.core.text import printable
 from cairn.db import is_unavailable
 from cairn.db.models import EventStatus
 from cairn.sessions.approvals import Approvals
-from cairn.sessions.events import ChatEvent, EventType, checked_name
+from cairn.sessions.events import Attachment, ChatEvent, EventType, checked_name
 from cairn.sessions.ingest import Admission
 from cairn.sessions.outbox import Outbox
 from cairn.sessions.stream import StreamPiece
@@ -46,6 +47,7 @@ COMMANDS = """\
 /approve [N]     approve request N for a tool call (default: this thread's oldest open one)
 /deny [N]        deny it: the tool does not run
 /paste           start a multi-line message; /end sends it
+/attach PATH [TEXT]  send the file at PATH (a log, a trace, a config), with TEXT if given
 /help            this list
 /quit            leave (end of input works too)"""
 
@@ -145,6 +147,11 @@ class Console:
             return False
         if name == "help":
             self._hint(COMMANDS)
+        elif name == "attach":
+            if not arg:
+                raise CairnError("/attach needs a file, e.g. /attach /var/log/app.log")
+            path, _, text = arg.partition(" ")
+            self.say(text.strip(), attachments=(self._attachment(path),))
         elif name == "paste":
             self.state.paste = []
             self._hint("pasting: end with /end on a line of its own")
@@ -166,12 +173,27 @@ class Console:
 
     # --- messages and reactions ---------------------------------------------------------
 
-    def say(self, text: str) -> None:
-        """Send ``text`` as the current user and print what the bot answers."""
-        event = self._event(text=text, agent=self.state.agent)
+    def say(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None:
+        """Send ``text`` (and ``attachments``) as the current user and print what the bot
+        answers."""
+        event = self._event(text=text, agent=self.state.agent, attachments=attachments)
         result = self._patiently(lambda: self.pipeline.accept(event))
         if result.admission is Admission.QUEUED:
             self._await(result.event_row)
+
+    def _attachment(self, path: str) -> Attachment:
+        """The file at ``path``, read unless it is larger than CAIRN_ATTACHMENT_MAX_BYTES (the
+        pipeline refuses it then, with the reason); CairnError when it can't be read."""
+        file = Path(path).expanduser()
+        if file.is_dir():
+            raise CairnError(f"{path} is a folder; /attach takes a file")
+        try:
+            size = file.stat().st_size
+            too_large = size > self.rt.settings.attachment_max_bytes
+            data = None if too_large else file.read_bytes()
+        except OSError as exc:
+            raise CairnError(f"can't read {path}: {exc.strerror or exc}") from None
+        return Attachment(file.name, size=size, data=data)
 
     def _event(self, **fields: Any) -> ChatEvent:
         """A ChatEvent of the current user in the current thread of this console."""

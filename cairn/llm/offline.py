@@ -63,6 +63,10 @@ _RUN = re.compile(r"^\s*run\s+(?P<tool>[A-Za-z0-9_-]{1,64})(?:\s+(?P<args>.*?))?
 _TOOLS = re.compile(r"^\s*(?:tools|list tools|what tools\b.*)\s*\??\s*$", re.I)
 _HELP = re.compile(r"^\s*(?:help|\?|what can you do\??)\s*$", re.I)
 
+# An artifact card's reference, as the context engine prints it.
+_CARD_REF = re.compile(r'retrieve_artifact\("([0-9a-f]{8,64})"\)')
+# A word a log or a file would hold, not a plain word: digits, or joined by - . _ :
+_IDENTIFIER = re.compile(r"\w*\d\w*|\w+[-._:]\w+")
 # How many words each streamed delta of an answer holds.
 _WORDS_PER_DELTA = 4
 
@@ -149,6 +153,9 @@ class OfflineLLM:
         if intent.tool == "retract":
             return _use("retract", {"query": intent.argument, "reason": "asked to forget"})
         if intent.tool == "recall":
+            artifact = _artifact_asked_about(request, intent.argument)
+            if artifact is not None:
+                return _use("search_artifact", {"id": artifact, "query": intent.argument})
             return _use("recall", {"query": intent.argument})
         if intent.argument == "help":
             return _answer(HELP)
@@ -156,6 +163,17 @@ class OfflineLLM:
             'I can\'t hold a conversation offline. Try "remember <fact>", '
             '"what do you know about <topic>?" or "forget <fact>".'
         )
+
+
+def _artifact_asked_about(request: LLMRequest, question: str) -> str | None:
+    """The newest artifact of the thread (a card in the prompt) when ``question`` names
+    something a file holds (a word with a digit, a dash, a dot or an underscore in it: an id,
+    a time, a host) and the model may search artifacts; else None (memory answers)."""
+    if not _IDENTIFIER.search(question) or "search_artifact" not in {t.name for t in request.tools}:
+        return None
+    shown = [request.context, *(m.text for m in request.messages)]
+    found = [ref for text in shown for ref in _CARD_REF.findall(text)]
+    return found[-1] if found else None
 
 
 def _run(request: LLMRequest, tool: str, arguments: str) -> LLMResponse:
@@ -264,6 +282,14 @@ def _remembered(card: dict[str, Any]) -> str:
     return f"- {card['text']} (#{card['id']}, since {card['since']}{_standing(card)})"
 
 
+def _found_lines(data: dict[str, Any]) -> str:
+    lines = data["lines"]
+    if not lines:
+        return f"Nothing in artifact {data['artifact']} matches {data.get('query', 'that')}."
+    shown = "\n".join(f"- line {found['line']}: {found['text']}" for found in lines[:5])
+    return f"In artifact {data['artifact']}:\n{shown}"
+
+
 def _standing(card: dict[str, Any]) -> str:
     """ ", unconfirmed, flagged ..." for a memory card whose status people should know."""
     status = str(card.get("standing", ""))
@@ -281,6 +307,8 @@ def _phrase(result: ToolResultBlock) -> str:
         return f"I couldn't do that: {result.content}"
     if not isinstance(data, dict):
         return result.content
+    if "lines" in data and "artifact" in data:
+        return _found_lines(data)
     if "memories" in data:
         found = data["memories"]
         if not found:

@@ -37,6 +37,7 @@ __all__ = [
     "RetrieveArtifact",
     "ScratchpadKey",
     "ScratchpadWrite",
+    "SearchArtifact",
     "SendMemo",
     "ShareMemory",
     "ToolArgs",
@@ -249,6 +250,21 @@ class RetrieveArtifact(ToolArgs):
     limit: PageLimit = 8000
 
 
+class SearchArtifact(ToolArgs):
+    """search_artifact: the lines of an artifact that match a query."""
+
+    tool = "search_artifact"
+    about = (
+        "Find the lines of an artifact (a distilled paste, an attached file, tool output) "
+        "that hold the words of a query: an id, an error, a time. Returns each line with its "
+        "number, those holding the most of the words first; read around one with "
+        "retrieve_artifact."
+    )
+    id: NonBlank = Field(description="The artifact id from the card.")
+    query: NonBlank = Field(description="Words, ids or a phrase to look for.")
+    limit: RecallK = 10
+
+
 class SendMemo(ToolArgs):
     """send_memo: to one agent of the workspace or to all."""
 
@@ -310,6 +326,7 @@ _CONTEXT: tuple[type[ToolArgs], ...] = (
     AddNote,
     UpdateItem,
     RetrieveArtifact,
+    SearchArtifact,
 )
 _MEMOS: tuple[type[ToolArgs], ...] = (SendMemo, AckMemo)
 _SCRATCHPAD: tuple[type[ToolArgs], ...] = (ScratchpadWrite, ScratchpadKey, ScratchpadList)

@@ -48,6 +48,7 @@ from cairn.workers.tool_args import (
     RetrieveArtifact,
     ScratchpadKey,
     ScratchpadWrite,
+    SearchArtifact,
     SendMemo,
     ShareMemory,
     ToolArgs,
@@ -79,6 +80,7 @@ _DOING = {
     "share_memory": "sharing a memory...",
     "update_item": "updating the thread's notes...",
     "retrieve_artifact": "reading an attachment...",
+    "search_artifact": "searching an attachment...",
     "send_memo": "writing a memo...",
     "ack_memo": "reading memos...",
 }
@@ -135,6 +137,7 @@ class Toolbox:
                 self._tools[f"add_{kind}"] = self._add_item
             self._tools["update_item"] = self._update_item
             self._tools["retrieve_artifact"] = self._retrieve_artifact
+            self._tools["search_artifact"] = self._search_artifact
         self.scratchpad = scratchpad
         if scratchpad is not None:
             self._tools["scratchpad_write"] = self._scratchpad_write
@@ -168,7 +171,7 @@ class Toolbox:
             outcome = tool(parse(ARGUMENTS[name], arguments))
         except (InvalidInput, NotFound) as exc:
             return ToolOutcome(str(exc), is_error=True)
-        if self.context is not None and name != "retrieve_artifact":
+        if self.context is not None and name not in {"retrieve_artifact", "search_artifact"}:
             # Long output reaches the model as a distilled card, full text as an artifact.
             outcome.content = self.context.fold_tool_output(outcome.content)
         return outcome
@@ -306,6 +309,11 @@ class Toolbox:
         assert self.context is not None
         page = self.context.retrieve_artifact(args.id, offset=args.offset, limit=args.limit)
         return ToolOutcome(json.dumps(page))
+
+    def _search_artifact(self, args: SearchArtifact) -> ToolOutcome:
+        assert self.context is not None
+        found = self.context.search_artifact(args.id, args.query, limit=args.limit)
+        return ToolOutcome(json.dumps(found))
 
     def _send_memo(self, args: SendMemo) -> ToolOutcome:
         assert self.memos is not None

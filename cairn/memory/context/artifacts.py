@@ -8,6 +8,7 @@ only read what its own tenant stored.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
@@ -18,7 +19,7 @@ from cairn.core.tokens import count_tokens
 from cairn.db import Database
 from cairn.db.models import Artifact, ContextArtifact
 
-__all__ = ["ArtifactStore", "StoredArtifact", "address"]
+__all__ = ["ArtifactStore", "StoredArtifact", "address", "matching_lines"]
 
 # Short ids shown on cards: long enough to be unique in any one tenant in practice.
 SHORT = 12
@@ -27,6 +28,31 @@ SHORT = 12
 def address(content: str) -> str:
     """The content address (hex SHA-256 of the UTF-8 text)."""
     return hashlib.sha256(content.encode()).hexdigest()
+
+
+# Words of a query: ids, numbers, names (a dash, dot, slash or colon inside one keeps it whole).
+_QUERY_WORD = re.compile(r"[\w][\w.:/-]*[\w]|[\w]")
+# The longest line a search returns (a minified file is one line).
+_LINE_CHARS = 500
+
+
+def matching_lines(content: str, query: str, *, limit: int = 10) -> list[tuple[int, str]]:
+    """The lines of ``content`` that hold words of ``query`` (case-insensitive), as (number
+    from 1, line): those with the most distinct words first, then in order; at most ``limit``.
+    A line that holds the whole query as written comes before all others."""
+    words = list(dict.fromkeys(w.casefold() for w in _QUERY_WORD.findall(query)))
+    if not words:
+        return []
+    phrase = query.strip().casefold()
+    scored: list[tuple[int, int, str]] = []
+    for number, line in enumerate(content.splitlines(), start=1):
+        folded = line.casefold()
+        hits = sum(1 for w in words if w in folded)
+        if hits:
+            whole = len(words) + 1 if len(words) > 1 and phrase in folded else 0
+            scored.append((-(hits + whole), number, line[:_LINE_CHARS]))
+    scored.sort()
+    return [(number, line) for _, number, line in scored[:limit]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from cairn.db.models import (
     utcnow,
 )
 from cairn.llm.types import ToolSpec
-from cairn.memory.context.artifacts import ArtifactStore
+from cairn.memory.context.artifacts import ArtifactStore, matching_lines
 from cairn.memory.context.classic import ClassicCompiler
 from cairn.memory.context.compiler import CompiledPrompt, compile_prompt
 from cairn.memory.context.pastes import (
@@ -485,6 +485,24 @@ class TurnContext:
             item.rationale = rationale[:1000]
         item.touched_turn = self.state.turn
         return item
+
+    def search_artifact(self, ref: str, query: str, *, limit: int = 10) -> dict[str, Any]:
+        """The lines of an artifact of this thread that hold the words of ``query``: each with
+        its number (from 1), those holding the most words first, then in file order.
+
+        Raises NotFound when the thread has no such artifact.
+        """
+        content, kind = self.engine.artifacts.get(
+            self.session.tenant_id, ref, session_id=self.session_id
+        )
+        self.retrieved += 1
+        found = matching_lines(content, query, limit=max(1, min(limit, 50)))
+        return {
+            "artifact": ref,
+            "kind": kind,
+            "query": query,
+            "lines": [{"line": n, "text": text} for n, text in found],
+        }
 
     def retrieve_artifact(self, ref: str, *, offset: int = 0, limit: int = 8000) -> dict[str, Any]:
         """A slice of an artifact of this thread: text, kind, offset, total and next offset.
