@@ -6,14 +6,19 @@ A frontend builds a :class:`Pipeline` from the settings, hands each normalised e
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from cairn.bot.routing import route
 from cairn.core import stages
 from cairn.core.metrics import EVENTS
 from cairn.core.settings import Settings
+from cairn.memory.context.artifacts import ArtifactStore
+from cairn.memory.context.intake import take_in
+from cairn.memory.context.pastes import card_record, store_cards
 from cairn.runtime import Runtime, build_runtime, reset_runtime
-from cairn.sessions.events import ChatEvent
+from cairn.sessions.events import ChatEvent, EventType
 from cairn.sessions.ingest import Admission, Ingested, ingest
-from cairn.sessions.log import EventLog
+from cairn.sessions.log import EventLog, ThreadRef
 from cairn.workers.dispatch import CeleryDispatcher, Dispatcher, InProcessDispatcher
 from cairn.workers.upkeep import Ticker, start_in_process
 
@@ -27,6 +32,7 @@ class Pipeline:
         self.rt = rt
         self.dispatcher = dispatcher
         self.log = EventLog(rt.db)
+        self.artifacts = ArtifactStore(rt.db)
         self._ticker: Ticker | None = None
 
     @classmethod
@@ -62,6 +68,10 @@ class Pipeline:
         """
         with stages.message("frontend"):
             event = route(event, self.rt.settings)
+            if event.type is EventType.MESSAGE and (
+                event.attachments or len(event.text) > self.rt.settings.max_message_chars
+            ):
+                event = self._take_in(event)
             with stages.span("ingest"):
                 result = ingest(
                     self.log,
@@ -78,6 +88,31 @@ class Pipeline:
                 with stages.span("enqueue"):
                     self.dispatcher.submit(result.session_id)
             return result
+
+    def _take_in(self, event: ChatEvent) -> ChatEvent:
+        """``event`` with its long pastes and attached files made artifact cards (stored now,
+        for its session), or InvalidInput with the reason when they can't be."""
+        settings = self.rt.settings
+        intake = take_in(
+            event.text,
+            event.attachments,
+            max_chars=settings.max_message_chars,
+            max_bytes=settings.attachment_max_bytes,
+            distill_chars=settings.context.distill_chars,
+        )
+        if intake.cards:
+            ref = ThreadRef(event.platform, event.tenant, event.channel, event.thread)
+            session = self.log.open_session(ref, event.agent or settings.agent)
+            store_cards(self.artifacts, session.id or 0, event.tenant, intake.cards)
+        return replace(
+            event,
+            text=intake.text,
+            attachments=(),
+            artifacts=tuple(card_record(card) for card in intake.cards),
+            attached_chars=intake.attached,
+            secrets=intake.secrets,
+            hidden=intake.hidden,
+        )
 
     def recover(self) -> int:
         """Queue every session with pending events (after a crash or a broker outage)."""

@@ -67,6 +67,8 @@ _HELP = re.compile(r"^\s*(?:help|\?|what can you do\??)\s*$", re.I)
 _CARD_REF = re.compile(r'retrieve_artifact\("([0-9a-f]{8,64})"\)')
 # A word a log or a file would hold, not a plain word: digits, or joined by - . _ :
 _IDENTIFIER = re.compile(r"\w*\d\w*|\w+[-._:]\w+")
+# The most artifacts the offline model searches for one question.
+_SEARCHED = 4
 # How many words each streamed delta of an answer holds.
 _WORDS_PER_DELTA = 4
 
@@ -133,7 +135,7 @@ class OfflineLLM:
         results = [b for b in (last.content if last else ()) if isinstance(b, ToolResultBlock)]
         memos = _memos(request.context)
         if results:
-            return _answer(" ".join(_phrase(r) for r in results), memos)
+            return _answer(" ".join(_phrase(r) for r in _found(results)), memos)
         if text.startswith(DECISION_PREFIX):
             return _answer(_phrase_decision(text.removeprefix(DECISION_PREFIX)), memos)
         run = _RUN.match(text)
@@ -153,9 +155,9 @@ class OfflineLLM:
         if intent.tool == "retract":
             return _use("retract", {"query": intent.argument, "reason": "asked to forget"})
         if intent.tool == "recall":
-            artifact = _artifact_asked_about(request, intent.argument)
-            if artifact is not None:
-                return _use("search_artifact", {"id": artifact, "query": intent.argument})
+            artifacts = _artifacts_asked_about(request, intent.argument)
+            if artifacts:
+                return _search(artifacts, intent.argument)
             return _use("recall", {"query": intent.argument})
         if intent.argument == "help":
             return _answer(HELP)
@@ -165,15 +167,26 @@ class OfflineLLM:
         )
 
 
-def _artifact_asked_about(request: LLMRequest, question: str) -> str | None:
-    """The newest artifact of the thread (a card in the prompt) when ``question`` names
-    something a file holds (a word with a digit, a dash, a dot or an underscore in it: an id,
-    a time, a host) and the model may search artifacts; else None (memory answers)."""
+def _artifacts_asked_about(request: LLMRequest, question: str) -> list[str]:
+    """The thread's artifacts (cards in the prompt, newest first, a few) when ``question``
+    names something a file holds (a word with a digit, a dash, a dot or an underscore in it:
+    an id, a time, a host) and the model may search artifacts; else none (memory answers)."""
     if not _IDENTIFIER.search(question) or "search_artifact" not in {t.name for t in request.tools}:
-        return None
+        return []
     shown = [request.context, *(m.text for m in request.messages)]
     found = [ref for text in shown for ref in _CARD_REF.findall(text)]
-    return found[-1] if found else None
+    return list(dict.fromkeys(reversed(found)))[:_SEARCHED]
+
+
+def _search(artifacts: list[str], query: str) -> LLMResponse:
+    """One search_artifact call per artifact, in one response."""
+    calls = tuple(
+        ToolUseBlock(
+            id=f"offline-search-{n}", name="search_artifact", input={"id": a, "query": query}
+        )
+        for n, a in enumerate(artifacts)
+    )
+    return LLMResponse(content=calls, stop_reason="tool_use", model="offline")
 
 
 def _run(request: LLMRequest, tool: str, arguments: str) -> LLMResponse:
@@ -280,6 +293,14 @@ def _remembered(card: dict[str, Any]) -> str:
             f"{card['text']} (#{card['id']}{_standing(card)})"
         )
     return f"- {card['text']} (#{card['id']}, since {card['since']}{_standing(card)})"
+
+
+def _found(results: list[ToolResultBlock]) -> list[ToolResultBlock]:
+    """``results``, less the searches of artifacts that found nothing when another did."""
+    empty = [
+        r for r in results if r.content.startswith('{"artifact"') and '"lines": []' in r.content
+    ]
+    return [r for r in results if r not in empty] or results[:1]
 
 
 def _found_lines(data: dict[str, Any]) -> str:

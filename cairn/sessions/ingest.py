@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
@@ -120,6 +121,7 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
                     **({"hidden": event.hidden} if event.hidden else {}),
                 },
                 wake=True,  # a new message wakes an ended session
+                    **_attached(event),
             )
     except IntegrityError:
         if event.addressed and event.message_id:
@@ -133,6 +135,13 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
 
 # How long after a message the next one may still be read as the rest of a credential it began.
 _SPLIT_WINDOW = timedelta(minutes=10)
+def _attached(event: ChatEvent) -> dict[str, Any]:
+    """What the log keeps of a message's artifact cards (pastes and files made cards)."""
+    if not event.attached_chars:
+        return {}
+    return {"artifacts": list(event.artifacts), "attached_chars": event.attached_chars}
+
+
 
 
 def _rejoined(s: Session, session_id: int, event: ChatEvent) -> ChatEvent:
@@ -154,8 +163,8 @@ def _rejoined(s: Session, session_id: int, event: ChatEvent) -> ChatEvent:
         .order_by(col(SessionEvent.seq).desc())
         .limit(1)
     ).first()
-    if previous is None or previous.user != event.user:
-        return event
+    if previous is None or previous.user != event.user or previous.data.get("attached_chars"):
+        return event  # a credential in a file is masked in it: the next message is its own
     found = rejoin(previous.text, event.text)
     if found is None:
         return event

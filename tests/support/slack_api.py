@@ -156,6 +156,11 @@ class SlackAPI(BackgroundServer):
         self._history_calls: dict[str, list[float]] = {}
         # Called with (method, arguments) after a call took effect, before it is answered.
         self.after_call: Callable[[str, JSON], None] | None = None
+        # Shared files by id (files.info), and their bytes, served at url_private to a client
+        # that sends a bot token (GET /files-pri/<id>/<name>); who downloaded which.
+        self.files: dict[str, JSON] = {}
+        self._file_bytes: dict[str, bytes] = {}
+        self.downloads: list[tuple[str, str]] = []  # (file id, token)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -213,6 +218,49 @@ class SlackAPI(BackgroundServer):
         channel), group (a legacy private channel), mpim (a group DM) or im (a DM)."""
         with self._lock:
             self.channels[channel] = _conversation(channel, kind, self.team, **fields)
+
+    def add_file(
+        self,
+        file_id: str,
+        name: str,
+        content: bytes,
+        *,
+        mimetype: str = "text/plain",
+        **fields: Any,
+    ) -> JSON:
+        """A file shared in the workspace: the file object an event's ``files`` lists (and
+        files.info returns), its bytes served at its ``url_private`` (``mode`` snippet for a
+        long paste Slack turned into one)."""
+        url = f"{self.url}/files-pri/{self.team}-{file_id}/{name}"
+        file = {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": "text",
+            "size": len(content),
+            "mode": "hosted",
+            "url_private": url,
+            "url_private_download": url + "?download=1",
+            **fields,
+        }
+        with self._lock:
+            self.files[file_id] = file
+            self._file_bytes[file_id] = content
+        return file
+
+    def _download(self, path: str, token: str) -> bytes | None:
+        """The bytes at a ``url_private`` path, for a bot token of this stand-in."""
+        file_id = path.removeprefix("/files-pri/").split("/", 1)[0].removeprefix(self.team + "-")
+        with self._lock:
+            self.downloads.append((file_id, token))
+            if token not in self.tokens:
+                return None
+            return self._file_bytes.get(file_id)
+
+    def _files_info(self, args: JSON) -> JSON:
+        file = self.files.get(str(args.get("file")))
+        return {"ok": True, "file": file} if file else {"ok": False, "error": "file_not_found"}
 
     def add_thread(self, channel: str, messages: list[JSON]) -> None:
         """Messages already in a channel (for conversations.replies), each with ``ts``."""
@@ -616,6 +664,14 @@ class _Handler(BaseHTTPRequestHandler):
         return cast(_HTTPServer, self.server).owner
 
     def do_GET(self) -> None:
+        if self.path.startswith("/files-pri/"):
+            token = (self.headers.get("authorization") or "").removeprefix("Bearer ").strip()
+            content = self.owner._download(self.path.partition("?")[0], token)
+            if content is None:  # Slack answers a login page, not the file
+                self._send(302, b"", "text/html", {"Location": "/login"})
+            else:
+                self._send(200, content, "application/octet-stream")
+            return
         # slack_sdk reads some methods (users.info) with GET and the arguments in the query.
         self.do_POST()
 

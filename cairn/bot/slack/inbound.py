@@ -29,13 +29,14 @@ from cairn.bot.slack.approval_clicks import ApprovalClicks, click_key
 from cairn.bot.slack.backfill import TIERS, ThreadReader
 from cairn.bot.slack.conversations import Conversations
 from cairn.bot.slack.delivery import Delivery, part_key
+from cairn.bot.slack.files import shared_files
 from cairn.bot.slack.mrkdwn import from_slack
 from cairn.bot.slack.people import People
 from cairn.bot.slack.workspaces import PLATFORM, BotIdentity, Workspaces, tenant_of
 from cairn.bot.spool import Spool, Spooled
 from cairn.core.errors import InvalidInput, QueueError, first_line
 from cairn.db import is_unavailable
-from cairn.sessions.events import ChatEvent, EventType
+from cairn.sessions.events import Attachment, ChatEvent, EventType
 from cairn.sessions.ingest import Admission, Ingested
 
 __all__ = ["CHANNEL_CHANGES", "PLATFORM", "BotIdentity", "Inbound", "tenant_of"]
@@ -271,9 +272,10 @@ class Inbound:
         mentioned = event["type"] == "app_mention" or f"<@{me.user_id}>" in raw_text
         direct = event.get("channel_type") == "im" or channel.startswith("D")
         text = from_slack(raw_text, drop_user=me.user_id)
+        listed = event.get("files") or None  # a file_share message: uploads and snippets
         if mentioned or direct:
             addressed = True
-            text = text or "help"  # a bare mention asks what the bot can do
+            text = text or ("" if listed else "help")  # a bare mention asks what it can do
         elif thread == ts or not self.settings.slack.follow_threads:
             return  # channel chatter outside the bot's threads is none of its business
         elif (owner := self._thread_agent(tenant, channel, thread)) is None:
@@ -299,6 +301,15 @@ class Inbound:
         untrusted = _is_bot(event) or (
             bool(event.get("user")) and self.people.person(team, user).outsider
         )
+        client = self.workspaces.client(team) if listed else None
+        files: tuple[Attachment, ...] = ()
+        if client is not None:
+            files = shared_files(
+                client,
+                listed,
+                max_bytes=self.settings.attachment_max_bytes,
+                api_url=self.settings.slack.api_url,
+            )
         chat = ChatEvent(
             platform=PLATFORM,
             tenant=tenant,
@@ -306,6 +317,7 @@ class Inbound:
             thread=thread,
             user=user,
             text=text,
+            attachments=files,
             event_id=str(body.get("event_id") or ""),
             message_id=ts,
             mentions=tuple(m.strip("<@>") for m in _OTHER_MENTION.findall(raw_text)),
