@@ -349,6 +349,10 @@ def show_config(as_json: bool) -> None:
             "cairn.bench.updates:updates_command",
             "Facts that change: is the current value recalled first, and the past one when asked?",
         ),
+        "import": (
+            "cairn.bench.imports:import_command",
+            "Peak RSS of `memory import` and `memory export` at 20,000 and 200,000 records.",
+        ),
     },
 )
 def bench() -> None:

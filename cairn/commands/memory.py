@@ -384,6 +384,7 @@ def memory_import(
                 allow_other_tenants=allow_other_tenants,
                 skip_invalid=skip_invalid,
                 progress=progress,
+                total=_lines_in(source),
             )
         if _indexed_and_told(rt, report, as_json):
             return
@@ -393,8 +394,23 @@ def memory_import(
         click.echo(
             f"imported {report.imported}{f' ({into})' if into else ''}, "
             f"skipped {report.skipped} already present"
-            + (f" and {len(report.rejected)} invalid" if report.rejected else "")
+            + (f" and {report.invalid} invalid" if report.invalid else "")
         )
+        if report.invalid > len(report.rejected):
+            click.echo(f"(the first {len(report.rejected)} invalid lines are listed)", err=True)
+
+
+def _lines_in(source: Any) -> int | None:
+    """How many lines the file ``source`` reads has (for the progress bar), counted without
+    holding them; None for standard input or a pipe, which can be read only once."""
+    path = Path(getattr(source, "name", ""))
+    if not path.name or not path.is_file():
+        return None
+    lines = 0
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            lines += chunk.count(b"\n")
+    return lines
 
 
 def _indexed_and_told(rt: Any, report: Any, as_json: bool) -> bool:

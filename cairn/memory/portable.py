@@ -3,9 +3,10 @@
 Export is always scoped to one tenant (bulk reads need an explicit scope). Import trusts nothing
 in the file: every record passes the checks a chat write passes, and those a row needs (ids the
 index can hold, a scope key that matches its tenant and owner, a content hash computed from the
-text), before anything is written. It writes in one transaction, so an import is whole or
-nothing. It keeps each record's id when it is free, skips records whose content already exists
-in their dedupe partition, and queues the imported memories for the vector index.
+text). It writes in one transaction, so an import is whole or nothing, and it streams: it
+holds one batch of records at a time, as the export does. It keeps each record's id when it
+is free, skips records whose content already exists in their dedupe partition, and queues the
+imported memories for the vector index.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, func, select
 
 from cairn.core.errors import InvalidInput, StorageError, first_line
 from cairn.core.progress import ProgressCallback
@@ -45,6 +46,10 @@ _SCORES = ("validity", "usefulness")
 # What a chat write can choose; ``public`` is set by people or code, never read from a file.
 _VISIBILITIES = (Visibility.PRIVATE.value, Visibility.TEAM.value)
 _TENANT_CHARS = TENANT_CHARS  # one limit everywhere (cairn.db.models)
+BATCH = 500
+"""Records an import or export holds at once: what bounds its memory, whatever the file."""
+LISTED = 1000
+"""Invalid records an import lists (their line and why); the others are only counted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +65,15 @@ class ImportReport:
     """What an import did.
 
     ``imported`` memories were written (``tenants`` counts them per tenant); ``skipped`` records
-    duplicated a memory already there; ``rejected`` lists the invalid records left out (only
-    when the import was asked to skip them).
+    duplicated a memory already there; ``invalid`` records were left out (only when the import
+    was asked to skip them), and ``rejected`` lists the first :data:`LISTED` of them.
     """
 
     imported: int
     skipped: int
     tenants: dict[str, int] = field(default_factory=dict)
     rejected: tuple[Rejected, ...] = ()
+    invalid: int = 0
 
 
 def checked_tenant(tenant: str) -> str:
@@ -98,22 +104,26 @@ def export_memories(
 ) -> Iterator[str]:
     """One JSON line per memory of ``tenant`` (optionally one agent's private ones and shared).
 
-    ``progress`` hears (lines yielded, lines in all). Raises InvalidInput without a tenant.
+    Rows are read in batches of :data:`BATCH` from one snapshot of the database (one read
+    transaction), so memory stays flat however many there are. ``progress`` hears (lines
+    yielded, lines in all) after each batch. Raises InvalidInput without a tenant.
     """
     if not tenant:
         raise InvalidInput("export needs an explicit tenant (--tenant)")
+    query = select(MemoryRow).where(MemoryRow.tenant_id == tenant)
+    if agent is not None:
+        query = query.where((col(MemoryRow.agent) == agent) | col(MemoryRow.agent).is_(None))
+    if not include_retracted:
+        query = query.where(col(MemoryRow.retracted).is_(False))
     with db.session() as s:
-        query = select(MemoryRow).where(MemoryRow.tenant_id == tenant)
-        if agent is not None:
-            query = query.where((col(MemoryRow.agent) == agent) | col(MemoryRow.agent).is_(None))
-        if not include_retracted:
-            query = query.where(col(MemoryRow.retracted).is_(False))
-        rows = s.exec(query.order_by(col(MemoryRow.id))).all()
-        records = [_record(r) for r in rows]
-    for done, record in enumerate(records, 1):
-        yield json.dumps(record, sort_keys=True, ensure_ascii=False)
-        if progress is not None:
-            progress(done, len(records))
+        total = int(s.exec(select(func.count()).select_from(query.subquery())).one())
+        rows = s.exec(query.order_by(col(MemoryRow.id)).execution_options(yield_per=BATCH))
+        for done, row in enumerate(rows, 1):
+            line = json.dumps(_record(row), sort_keys=True, ensure_ascii=False)
+            s.expunge(row)  # the session holds no row it has given out
+            yield line
+            if progress is not None and (done % BATCH == 0 or done == total):
+                progress(done, max(total, done))
 
 
 def _record(row: MemoryRow) -> dict[str, Any]:
@@ -137,6 +147,8 @@ def import_memories(
     allow_other_tenants: bool = False,
     skip_invalid: bool = False,
     progress: ProgressCallback | None = None,
+    total: int | None = None,
+    batch: int = BATCH,
 ) -> ImportReport:
     """Import JSON lines written by :func:`export_memories`, all of them or none.
 
@@ -144,42 +156,167 @@ def import_memories(
     unless ``move`` (it goes into ``tenant``, with a new id) or ``allow_other_tenants`` (it
     goes into its own tenant). Without ``tenant`` every record keeps its own tenant.
 
-    Every record is checked before anything is written. Raises InvalidInput listing every
-    invalid record (its line and why) and writes nothing; with ``skip_invalid`` the valid
-    records are written and the report lists the others. Raises StorageError when the
-    database fails: the writes are one transaction, so nothing is written then either.
-    ``progress`` hears (records written or skipped, valid records in all).
+    The lines are read as they come and written ``batch`` records at a time, all in one
+    transaction, so an import holds at most ``batch`` records in memory however long the file
+    is, and a failure anywhere leaves the database as it was (docs/adr/0038).
+
+    Every record is checked. Raises InvalidInput listing the invalid records (their line and
+    why; the first :data:`LISTED` of them) and writes nothing; with ``skip_invalid`` the valid
+    records are written and the report lists the others. Raises StorageError when the database
+    fails: nothing is written then either. ``progress`` hears (records read, ``total`` or the
+    records read when the caller does not know how many lines there are) after each batch.
     """
     if tenant is not None:
         checked_tenant(tenant)
-    rows: list[MemoryRow] = []
-    rejected: list[Rejected] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(_row(line, tenant, move=move, allow_other_tenants=allow_other_tenants))
-        except InvalidInput as exc:
-            rejected.append(Rejected(number, str(exc)))
-    if rejected and not skip_invalid:
-        listed = "\n".join(f"  line {r.line}: {r.reason}" for r in rejected)
-        raise InvalidInput(
-            f"nothing imported: {len(rejected)} of {len(rows) + len(rejected)} records are "
-            f"invalid (import the others with --skip-invalid):\n{listed}"
-        )
     try:
         with db.session() as s:
-            imported, skipped = _write(s, rows, progress)
+            writer = _Writer(s, progress, total, batch)
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = _row(line, tenant, move=move, allow_other_tenants=allow_other_tenants)
+                except InvalidInput as exc:
+                    writer.reject(Rejected(number, str(exc)))
+                    continue
+                # Once a record is invalid nothing will be written: the rest is only checked.
+                writer.add(row, write=skip_invalid or not writer.invalid)
+            writer.finish()
+            if writer.invalid and not skip_invalid:
+                raise InvalidInput(writer.refusal())  # rolls back what was written
     except SQLAlchemyError as exc:
         raise StorageError(
             f"the import failed and was rolled back, nothing was written: {first_line(exc)}"
         ) from exc
     return ImportReport(
-        imported=len(imported),
-        skipped=skipped,
-        tenants=dict(sorted(Counter(r.tenant_id for r in imported).items())),
-        rejected=tuple(rejected),
+        imported=sum(writer.tenants.values()),
+        skipped=writer.skipped,
+        tenants=dict(sorted(writer.tenants.items())),
+        rejected=tuple(writer.rejected),
+        invalid=writer.invalid,
     )
+
+
+class _Writer:
+    """Writes checked rows into one open transaction, a batch at a time.
+
+    Holds at most one batch of rows: each batch is flushed to the database and let go of, and
+    later batches find the earlier ones (duplicates, ids taken) by querying the transaction.
+    """
+
+    def __init__(
+        self, s: Session, progress: ProgressCallback | None, total: int | None, batch: int
+    ) -> None:
+        self.s = s
+        self.progress = progress
+        self.total = total
+        self.batch = max(batch, 1)
+        self.pending: list[MemoryRow] = []
+        self.read = 0  # records read, valid or not
+        self.valid = 0
+        self.skipped = 0
+        self.invalid = 0
+        self.rejected: list[Rejected] = []  # the first LISTED of them
+        self.tenants: Counter[str] = Counter()  # memories written per tenant
+        self._known_tenants: set[str] = set()
+
+    def reject(self, rejected: Rejected) -> None:
+        self.invalid += 1
+        if len(self.rejected) < LISTED:
+            self.rejected.append(rejected)
+        self._advance()
+
+    def add(self, row: MemoryRow, *, write: bool) -> None:
+        self.valid += 1
+        if write:
+            self.pending.append(row)
+        if len(self.pending) >= self.batch:
+            self._write()
+        self._advance()
+
+    def finish(self) -> None:
+        self._write()
+        self._report()
+
+    def refusal(self) -> str:
+        listed = "\n".join(f"  line {r.line}: {r.reason}" for r in self.rejected)
+        more = self.invalid - len(self.rejected)
+        return (
+            f"nothing imported: {self.invalid} of {self.valid + self.invalid} records are "
+            f"invalid (import the others with --skip-invalid):\n{listed}"
+            + (f"\n  ... and {more} more" if more else "")
+        )
+
+    def _advance(self) -> None:
+        self.read += 1
+        if self.read % self.batch == 0:
+            self._report()
+
+    def _report(self) -> None:
+        if self.progress is not None:
+            self.progress(self.read, max(self.total or 0, self.read))
+
+    def _write(self) -> None:
+        rows, self.pending = self.pending, []
+        if not rows:
+            return
+        s = self.s
+        for tenant_id in sorted({r.tenant_id for r in rows} - self._known_tenants):
+            platform = next(r.source_platform for r in rows if r.tenant_id == tenant_id)
+            ensure_tenant(s, tenant_id, platform or "import")
+            self._known_tenants.add(tenant_id)
+        present = _present(s, rows)
+        fresh: list[MemoryRow] = []
+        for row in rows:
+            key = (row.tenant_id, row.scope_key, row.content_hash)
+            if key in present:
+                self.skipped += 1
+                continue
+            present.add(key)
+            fresh.append(row)
+        taken = _taken_ids(s, fresh)
+        kept: list[MemoryRow] = []
+        for row in fresh:
+            if row.id is not None and row.id in taken:
+                row.id = None  # taken, here or earlier in this file: the memory gets a new id
+            if row.id is not None:
+                taken.add(row.id)
+                kept.append(row)
+        # Rows that keep their id go first, and PostgreSQL's id sequence is moved past them,
+        # so that a row given a new id never collides with one written with its own.
+        s.add_all(kept)
+        s.flush()
+        if kept and s.get_bind().dialect.name == "postgresql":
+            s.exec(  # type: ignore[call-overload]
+                text(
+                    "SELECT setval(pg_get_serial_sequence('memory', 'id'), "
+                    "(SELECT max(id) FROM memory))"
+                )
+            )
+        s.add_all([r for r in fresh if r.id is None])
+        s.flush()
+        s.add_all(MemoryOutbox(memory_id=r.id or 0, op="upsert") for r in fresh if not r.retracted)
+        s.flush()
+        self.tenants.update(r.tenant_id for r in fresh)
+        s.expunge_all()  # let go of the batch: the transaction keeps it, not this process
+
+
+def _present(s: Session, rows: list[MemoryRow]) -> set[tuple[str, str, str]]:
+    """The dedupe keys of ``rows`` already in the database (or earlier in this transaction)."""
+    found = s.exec(
+        select(MemoryRow.tenant_id, MemoryRow.scope_key, MemoryRow.content_hash).where(
+            col(MemoryRow.content_hash).in_({r.content_hash for r in rows})
+        )
+    ).all()
+    return {(t, k, h) for t, k, h in found}
+
+
+def _taken_ids(s: Session, rows: list[MemoryRow]) -> set[int]:
+    """The ids ``rows`` ask for that a memory already has."""
+    wanted = {r.id for r in rows if r.id is not None}
+    if not wanted:
+        return set()
+    return {i for i in s.exec(select(MemoryRow.id).where(col(MemoryRow.id).in_(wanted))).all() if i}
 
 
 def _row(line: str, tenant: str | None, *, move: bool, allow_other_tenants: bool) -> MemoryRow:
@@ -297,57 +434,3 @@ def _date(name: str, value: object) -> datetime:
         raise InvalidInput(f"{name} {value!r} is not an ISO date and time") from exc
     # The schema stores UTC only: a time without a zone is taken as UTC.
     return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def _write(
-    s: Session, rows: list[MemoryRow], progress: ProgressCallback | None
-) -> tuple[list[MemoryRow], int]:
-    """Write ``rows`` in ``s`` (one transaction); returns the rows written and the duplicates."""
-    for tenant_id in sorted({r.tenant_id for r in rows}):
-        platform = next(r.source_platform for r in rows if r.tenant_id == tenant_id)
-        ensure_tenant(s, tenant_id, platform or "import")
-    written: list[MemoryRow] = []
-    seen: set[tuple[str, str, str]] = set()
-    skipped = 0
-    kept_ids = False
-    for done, row in enumerate(rows):
-        if progress is not None:
-            progress(done, len(rows))
-        key = (row.tenant_id, row.scope_key, row.content_hash)
-        if key in seen or _exists(s, row):
-            skipped += 1
-            continue
-        seen.add(key)
-        if row.id is not None and s.get(MemoryRow, row.id) is not None:
-            row.id = None  # taken, here or earlier in this file: the memory gets a new id
-        kept_ids |= row.id is not None
-        s.add(row)
-        s.flush()
-        assert row.id is not None
-        if not row.retracted:
-            s.add(MemoryOutbox(memory_id=row.id, op="upsert"))
-        written.append(row)
-    if progress is not None:
-        progress(len(rows), len(rows))
-    if kept_ids and s.get_bind().dialect.name == "postgresql":
-        # Rows kept their ids: move the id sequence past them, or the next write collides.
-        s.exec(  # type: ignore[call-overload]
-            text(
-                "SELECT setval(pg_get_serial_sequence('memory', 'id'), "
-                "(SELECT max(id) FROM memory))"
-            )
-        )
-    return written, skipped
-
-
-def _exists(s: Session, row: MemoryRow) -> bool:
-    return (
-        s.exec(
-            select(MemoryRow.id).where(
-                MemoryRow.tenant_id == row.tenant_id,
-                MemoryRow.scope_key == row.scope_key,
-                MemoryRow.content_hash == row.content_hash,
-            )
-        ).first()
-        is not None
-    )

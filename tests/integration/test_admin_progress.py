@@ -63,8 +63,7 @@ def test_export_import_gc_and_reindex_drive_their_progress_to_the_total(
     exported = _Heard()
     lines = list(export_memories(runtime.db, "console", progress=exported))
     assert len(lines) == n
-    assert exported.last == (n, n)
-    assert [done for done, _ in exported.calls] == list(range(1, n + 1))
+    assert exported.last == (n, n)  # told once a batch, and at the end
 
     imported = _Heard()
     report = import_memories(runtime.db, lines, tenant="globex", move=True, progress=imported)
