@@ -470,6 +470,8 @@ class Settings(BaseModel):
     console_tenant: str = "console"
     context: ContextSettings = Field(default_factory=ContextSettings)
     max_message_chars: int = Field(default=40000, ge=100, le=1_000_000)
+    # The largest attached file read (bytes); larger ones are refused with the reason.
+    attachment_max_bytes: int = Field(default=10_000_000, ge=1000, le=200_000_000)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     reply_timeout: float = Field(default=180.0, gt=0)
     confirm_emoji: list[str] = ["white_check_mark", "heavy_check_mark"]
@@ -483,8 +485,6 @@ class Settings(BaseModel):
     # Whose confirmation alone makes a doubtful memory (flagged, or from an untrusted author)
     # count, besides admins: user ids (JSON list). Otherwise two members have to confirm it.
     stewards: list[str] = []
-    # The largest attached file read (bytes); larger ones are refused with the reason.
-    attachment_max_bytes: int = Field(default=10_000_000, ge=1000, le=200_000_000)
     # Authors whose memories start unconfirmed and rank lower (user ids, JSON list).
     untrusted_users: list[str] = []
     metrics_port: int = Field(default=0, ge=0, le=65535)

@@ -119,9 +119,9 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
                     **({"isolated": True} if event.isolated else {}),
                     **({"secrets": list(event.secrets)} if event.secrets else {}),
                     **({"hidden": event.hidden} if event.hidden else {}),
+                    **_attached(event),
                 },
                 wake=True,  # a new message wakes an ended session
-                    **_attached(event),
             )
     except IntegrityError:
         if event.addressed and event.message_id:
@@ -133,8 +133,6 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
     return Ingested(admission, session.id, row["id"])
 
 
-# How long after a message the next one may still be read as the rest of a credential it began.
-_SPLIT_WINDOW = timedelta(minutes=10)
 def _attached(event: ChatEvent) -> dict[str, Any]:
     """What the log keeps of a message's artifact cards (pastes and files made cards)."""
     if not event.attached_chars:
@@ -142,6 +140,8 @@ def _attached(event: ChatEvent) -> dict[str, Any]:
     return {"artifacts": list(event.artifacts), "attached_chars": event.attached_chars}
 
 
+# How long after a message the next one may still be read as the rest of a credential it began.
+_SPLIT_WINDOW = timedelta(minutes=10)
 
 
 def _rejoined(s: Session, session_id: int, event: ChatEvent) -> ChatEvent:
