@@ -37,6 +37,7 @@ REQUIRED_BOT_SCOPES = (
     "mpim:read",
     "assistant:write",
     "commands",
+    "files:read",  # files shared with the bot (docs/adr/0040)
 )
 REQUIRED_BOT_EVENTS = (
     "app_mention",

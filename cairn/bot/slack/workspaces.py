@@ -55,6 +55,7 @@ BOT_SCOPES = (
     "mpim:read",
     "assistant:write",
     "commands",
+    "files:read",
 )
 # How long an install link (its OAuth state) stays valid.
 STATE_SECONDS = 600
