@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
+from cairn.core.disk import check_start
 from cairn.core.errors import ConfigError, StorageError
 from cairn.core.redact import mask_url
 from cairn.core.settings import Settings, get_settings
@@ -108,8 +109,13 @@ def build_runtime(settings: Settings, *, migrate: bool = True, index: bool = Tru
     workers must not hold the local Qdrant folder, which only one process may open.
 
     Raises StorageError when the database is unreachable or behind, ConfigError for settings
-    that only fail when used (an unreachable Redis).
+    that only fail when used (an unreachable Redis), DiskFull when the filesystem under
+    CAIRN_HOME is too small or too full (cairn.core.disk).
     """
+    # Before anything maps or writes a file there: a full disk is a message, not a SIGBUS.
+    check_start(
+        settings.home_dir, settings.min_free_mb, embedded_index=index and not settings.qdrant_url
+    )
     settings.home_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.effective_database_url)
     if migrate:

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from cairn.bot.routing import route
 from cairn.core import stages
+from cairn.core.disk import check_room
 from cairn.core.metrics import EVENTS
 from cairn.core.settings import Settings
 from cairn.memory.context.artifacts import ArtifactStore
@@ -61,12 +62,15 @@ class Pipeline:
 
         A decision on a held tool call that is not taken (a person not allowed, a request
         expired or decided already) comes back REFUSED with the answer to show that person.
-        Raises InvalidInput for a malformed event (nothing stored) and QueueError when the
+        Raises InvalidInput for a malformed event (nothing stored), DiskFull (an InvalidInput)
+        when CAIRN_HOME has under CAIRN_MIN_FREE_MB free, and QueueError when the
         broker is unreachable (the event is stored and will be re-queued by :meth:`recover`).
         While the database is unavailable it raises the driver's error as it is (see
         :func:`cairn.db.is_unavailable`): the frontend keeps the event and tries again.
         """
         with stages.message("frontend"):
+            # Nothing is acknowledged that cannot be stored (DiskFull, told in the thread).
+            check_room(self.rt.settings.home_dir, self.rt.settings.min_free_mb)
             event = route(event, self.rt.settings)
             if event.type is EventType.MESSAGE and (
                 event.attachments or len(event.text) > self.rt.settings.max_message_chars

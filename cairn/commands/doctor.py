@@ -45,6 +45,7 @@ def run_checks(settings: Settings) -> list[Check]:
     """
     checks: list[Callable[[Settings], Check]] = [
         _config,
+        _disk,
         _database,
         _redis,
         _workers,
@@ -74,6 +75,18 @@ def _config(settings: Settings) -> Check:
     source = config_file()
     where = f"environment + {source}" if source else "environment (no cairn.toml)"
     return Check("config", "ok", f"read from {where}; data in {settings.home_dir}")
+
+
+def _disk(settings: Settings) -> Check:
+    from cairn.core.disk import DiskFull, check_start
+
+    try:
+        space = check_start(
+            settings.home_dir, settings.min_free_mb, embedded_index=not settings.qdrant_url
+        )
+    except DiskFull as exc:
+        return Check("disk", "fail", str(exc), "free space under CAIRN_HOME or move it")
+    return Check("disk", "ok", space.describe())
 
 
 def _database(settings: Settings) -> Check:
@@ -166,7 +179,14 @@ def _beat(settings: Settings) -> str:
 
 
 def _vectors(settings: Settings) -> Check:
+    from cairn.core.disk import DiskFull, check_start
     from cairn.core.errors import ConfigError
+
+    if not settings.qdrant_url:
+        try:  # opening the embedded index on a full disk dies of SIGBUS: look first
+            check_start(settings.home_dir, settings.min_free_mb, embedded_index=True)
+        except DiskFull:
+            return Check("vectors", "skip", "not opened: the disk check failed (see above)")
     from cairn.memory.embed import build_embedder
     from cairn.memory.index import IndexUnavailable, index_for
 

@@ -472,6 +472,9 @@ class Settings(BaseModel):
     max_message_chars: int = Field(default=40000, ge=100, le=1_000_000)
     # The largest attached file read (bytes); larger ones are refused with the reason.
     attachment_max_bytes: int = Field(default=10_000_000, ge=1000, le=200_000_000)
+    # Megabytes that must stay free under CAIRN_HOME: below it Cairn does not start, and
+    # refuses new messages with the reason (cairn.core.disk, docs/adr/0038).
+    min_free_mb: int = Field(default=100, ge=0, le=10_000_000)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     reply_timeout: float = Field(default=180.0, gt=0)
     confirm_emoji: list[str] = ["white_check_mark", "heavy_check_mark"]

@@ -40,6 +40,7 @@ from cairn.bot.slack.workspaces import (
 )
 from cairn.bot.spool import Spool, spool_folder
 from cairn.bot.streaming import StreamRelay
+from cairn.core.disk import disk_space
 from cairn.core.errors import ConfigError
 from cairn.core.settings import Settings
 
@@ -200,6 +201,7 @@ class SlackFrontend:
             "delivery": self.delivery.healthy(),
             "dedupe": self.dedupe.healthy(),
             "token": self._revocation is None,
+            "disk": not disk_space(self.settings.home_dir, self.settings.min_free_mb).low,
         }
         if self.pipeline.rt.redis is not None:
             result["queue"] = _ping(self.pipeline.rt.redis)
