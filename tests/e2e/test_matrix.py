@@ -944,3 +944,56 @@ def test_a_rejected_access_token_stops_the_frontend_with_what_to_fix(
             frontend.run(threading.Event())
     finally:
         pipeline.close()
+
+
+def wait_file_taken_in(cairn: Cairn, name: str) -> None:
+    """Wait until the message with the file ``name`` is logged, its card made (the gate and
+    the distillers take about 15 s on 5 MB)."""
+    wait_for(
+        f"{name} to be taken in",
+        lambda: [e for e in cairn.db_rows(SessionEvent) if f"attached file {name}" in e.text],
+        timeout=120,
+    )
+
+
+def test_a_5mb_log_sent_in_a_thread_is_read_without_its_password_and_a_line_of_it_answered(
+    cairn: Cairn, people: Callable[[str], Person], tmp_path: Path
+) -> None:
+    from tests.integration.test_console_attachments import PASSWORD, big_log, stored_anywhere
+
+    cairn.start()
+    alice = people("alice")
+    room = room_with_bot(alice, cairn)
+    root = alice.send(room, "cairn: api-3 is failing, I'll send the log", mention=cairn.id)
+    wait_for_answer("the first answer", alice, room, cairn.id, root)
+    content = big_log(tmp_path / "api-3.log").read_bytes()
+    uploaded = httpx.post(
+        f"{alice.synapse.base_url}/_matrix/media/v3/upload?filename=api-3.log",
+        content=content,
+        headers={
+            "Authorization": f"Bearer {alice.user.access_token}",
+            "Content-Type": "text/plain",
+        },
+        timeout=60,
+    )
+    assert uploaded.status_code == 200, uploaded.text
+    info = {"mimetype": "text/plain", "size": len(content)}
+    alice.send(
+        room,
+        "api-3.log",
+        thread=root,
+        content={"msgtype": "m.file", "url": uploaded.json()["content_uri"], "info": info},
+    )
+    wait_file_taken_in(cairn, "api-3.log")
+    alice.send(room, "what happened to req-041999?", thread=root)
+    answer = wait_for_answer(
+        "the answer from the log",
+        alice,
+        room,
+        cairn.id,
+        root,
+        where=lambda e: "line 42000:" in e["content"]["body"],
+    )
+    assert "req-041999 GET /v1/orders/293993" in answer["content"]["body"]
+    assert PASSWORD not in json.dumps(alice.timeline(room))
+    assert stored_anywhere(settings_home(), PASSWORD) == []

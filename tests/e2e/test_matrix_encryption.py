@@ -38,6 +38,7 @@ from tests.e2e.test_matrix import (  # noqa: F401 - synapse is the module-scoped
     settings_home,
     synapse,
     typing_users,
+    wait_file_taken_in,
     wait_for,
 )
 from tests.support.matrix_e2e import E2EPerson
@@ -470,3 +471,21 @@ def test_in_an_encrypted_room_the_bot_types_while_it_works_and_a_long_answer_com
     assert len(parts) >= 3
     assert all(getattr(p, "decrypted", False) for p in parts)
     assert " ".join(_body(p) for p in parts).split() == long_answer.split()
+
+
+def test_an_encrypted_5mb_log_is_decrypted_read_without_its_password_and_a_line_answered(
+    cairn: Cairn, people: Callable[[str], E2EPerson], tmp_path: Path
+) -> None:
+    from tests.integration.test_console_attachments import PASSWORD, big_log, stored_anywhere
+
+    cairn.start()
+    alice = people("alice")
+    room = encrypted_room_with_bot(alice, cairn)
+    root = alice.send(room, "cairn: api-3 is failing, here is its log", mention=cairn.id)
+    wait_answer(alice, room, cairn.id, root)
+    alice.send_file(room, "api-3.log", big_log(tmp_path / "api-3.log").read_bytes(), thread=root)
+    wait_file_taken_in(cairn, "api-3.log")
+    alice.send(room, "what happened to req-041999?", thread=root)
+    answer = wait_answer(alice, room, cairn.id, root, lambda e: "line 42000:" in _body(e))
+    assert "req-041999 GET /v1/orders/293993" in _body(answer)
+    assert stored_anywhere(Path(os.environ["CAIRN_HOME"]), PASSWORD) == []

@@ -31,6 +31,7 @@ from cairn.bot.matrix.account import PLATFORM, BotAccount
 from cairn.bot.matrix.crypto import DeviceTrust
 from cairn.bot.matrix.delivery import Typing
 from cairn.bot.matrix.direct import DirectChats
+from cairn.bot.matrix.files import MEDIA_EVENTS, caption, fetched
 from cairn.bot.matrix.mentions import (
     is_mentioned,
     mentioned_users,
@@ -51,7 +52,7 @@ from cairn.bot.pipeline import Pipeline
 from cairn.core.errors import InvalidInput, QueueError
 from cairn.core.settings import Settings
 from cairn.db import is_unavailable
-from cairn.sessions.events import ChatEvent, EventType
+from cairn.sessions.events import Attachment, ChatEvent, EventType
 from cairn.sessions.ingest import Admission, Ingested
 
 __all__ = ["TIMELINE_EVENTS", "Inbound"]
@@ -60,7 +61,7 @@ log = logging.getLogger(__name__)
 
 # The timeline events taken in; the sync hands over each of them, from a batch or a gap. In an
 # encrypted room nio hands them over decrypted, and a MegolmEvent is one it could not decrypt.
-TIMELINE_EVENTS = (RoomMessageText, ReactionEvent, RedactionEvent, MegolmEvent)
+TIMELINE_EVENTS = (RoomMessageText, *MEDIA_EVENTS, ReactionEvent, RedactionEvent, MegolmEvent)
 
 
 class Inbound:
@@ -112,7 +113,7 @@ class Inbound:
         if getattr(event, "decrypted", False) and await self._from_blocked_device(event):
             return
         try:
-            if isinstance(event, RoomMessageText):
+            if isinstance(event, (RoomMessageText, *MEDIA_EVENTS)):
                 await self._on_message(room, event)
             elif isinstance(event, ReactionEvent):
                 await self._on_reaction(room, event)
@@ -135,7 +136,8 @@ class Inbound:
             log.warning("ignored Matrix event %s from a blocked device", event.event_id)
         return blocked
 
-    async def _on_message(self, room: MatrixRoom, event: RoomMessageText) -> None:
+    async def _on_message(self, room: MatrixRoom, event: Any) -> None:
+        """A text message, or a file (``m.file``, ``m.image``, encrypted or not)."""
         content: dict[str, Any] = event.source.get("content") or {}
         relation: dict[str, Any] = content.get("m.relates_to") or {}
         if relation.get("rel_type") == "m.replace":
@@ -163,11 +165,17 @@ class Inbound:
                 if not (mentioned or self.direct.is_direct(room)):
                     return
                 thread = str(event.event_id)  # the mention (or a direct message) starts one
-        text = str(event.body or "")
+        files: tuple[Attachment, ...] = ()
+        if isinstance(event, MEDIA_EVENTS):
+            text = caption(content)
+            limit = self.settings.attachment_max_bytes
+            files = (await fetched(self._client(), event, limit),)
+        else:
+            text = str(event.body or "")
         if "m.in_reply_to" in relation and not relation.get("is_falling_back"):
             text = strip_reply_fallback(text)
         await self._hand_over(
-            room, event, content, text, thread, addressed=addressed, message_id=None
+            room, event, content, text, thread, addressed=addressed, message_id=None, files=files
         )
 
     async def _on_edit(
@@ -215,11 +223,12 @@ class Inbound:
         *,
         addressed: bool,
         message_id: str | None,
+        files: tuple[Attachment, ...] = (),
     ) -> None:
-        """The message ``event`` (its ``content`` and ``text``) into the pipeline."""
+        """The message ``event`` (its ``content``, ``text`` and ``files``) into the pipeline."""
         room_id = str(room.room_id)
         text = strip_mention(text, self.account.user_id, self.account.names).strip()
-        if not text:
+        if not text and not files:
             return  # a bare mention
         chat = ChatEvent(
             platform=PLATFORM,
@@ -228,6 +237,7 @@ class Inbound:
             thread=thread,
             user=str(event.sender),
             text=text,
+            attachments=files,
             event_id=str(event.event_id),
             message_id=message_id or str(event.event_id),
             mentions=mentioned_users(content),
