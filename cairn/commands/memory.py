@@ -32,13 +32,15 @@ MEMORY_ID = Bounded("a memory id")
 
 
 @contextmanager
-def scoped_runtime(tenant: str | None, agent: str | None) -> Iterator[tuple[Any, Scope]]:
+def scoped_runtime(
+    tenant: str | None, agent: str | None, *, index: bool = True
+) -> Iterator[tuple[Any, Scope]]:
     from cairn.commands.common import cli_errors, load_settings
     from cairn.runtime import build_runtime
 
     with cli_errors():
         settings = load_settings()
-        rt = build_runtime(settings)
+        rt = build_runtime(settings, index=index)
         try:
             tenant = settings.console_tenant if tenant is None else tenant
             # An operator's view: every conversation of the tenant, private ones included.
@@ -319,7 +321,9 @@ def memory_export(tenant: str, agent: str | None, output: Path | None, live_only
     # On a terminal that shows the lines themselves, a bar would only garble them.
     quiet = output is None and sys.stdout.isatty()
     with (
-        scoped_runtime(tenant, agent) as (rt, _),
+        # The export reads the database only: opening the vector index would cost memory
+        # that grows with it (docs/adr/0038).
+        scoped_runtime(tenant, agent, index=False) as (rt, _),
         progress_bar("exporting", quiet=quiet) as progress,
     ):
         lines = export_memories(

@@ -178,3 +178,27 @@ def test_a_disk_full_mid_conversation_refuses_new_messages_until_there_is_room(
         db.dispose()
     # Everything acknowledged is kept; what was refused was never taken.
     assert texts == ["the VPN is vpn-one.example.com", "the wiki is wiki-three.example.com"]
+
+
+def test_healthz_fails_while_the_disk_is_full(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tests.support.slack_harness import running_slack
+
+    home = tmp_path / "home"
+    home.mkdir()
+    threshold = disk_space(home, 0).free_mb - 30
+    monkeypatch.setenv("CAIRN_HOME", str(home))
+    with running_slack(monkeypatch, CAIRN_MIN_FREE_MB=str(threshold)) as h:
+        status, body = h.health()
+        assert (status, body["checks"]["disk"]) == (200, True)
+        ballast = tmp_path / "ballast"
+        try:
+            with ballast.open("wb") as f:
+                for _ in range(disk_space(home, 0).free_mb - threshold + 10):
+                    f.write(b"\0" * (1 << 20))
+            status, body = h.health()
+            assert (status, body["checks"]["disk"]) == (503, False)
+        finally:
+            ballast.unlink(missing_ok=True)
+        assert h.health()[0] == 200

@@ -64,7 +64,13 @@ def test_export_import_gc_and_doctor(tmp_path: Path) -> None:
     assert _run("memory", "export", "--tenant", "console", "-o", str(dump))[0] == 0
     assert len(dump.read_text().splitlines()) == 2
     code, out = _run("memory", "import", str(dump), "--tenant", "copy", "--move", "--json")
-    assert json.loads(out) == {"imported": 2, "skipped": 0, "tenants": {"copy": 2}, "rejected": []}
+    assert json.loads(out) == {
+        "imported": 2,
+        "skipped": 0,
+        "tenants": {"copy": 2},
+        "rejected": [],
+        "invalid": 0,
+    }
     code, out = _run("memory", "list", "--tenant", "copy", "--json")
     assert len(out.splitlines()) == 2
     code, out = _run("memory", "gc", "--tenant", "console", "--json")
