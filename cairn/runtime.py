@@ -97,6 +97,10 @@ def build_llm(settings: Settings) -> LLM:
         from cairn.llm.anthropic import AnthropicLLM
 
         return AnthropicLLM.from_settings(settings)
+    if settings.llm.provider == "openai":
+        from cairn.llm.openai import OpenAILLM
+
+        return OpenAILLM.from_settings(settings)
     from cairn.llm.offline import OfflineLLM
 
     return OfflineLLM(delay=settings.llm.offline_delay)

@@ -179,10 +179,22 @@ class LlmSettings(BaseModel):
 
     model_config = _prefixed("CAIRN_LLM_")
 
-    mode: Literal["auto", "anthropic", "offline"] = Field(default="auto", alias="CAIRN_LLM")
+    mode: Literal["auto", "anthropic", "openai", "offline"] = Field(
+        default="auto", alias="CAIRN_LLM"
+    )
     anthropic_api_key: SecretStr | None = Field(default=None, alias="ANTHROPIC_API_KEY")
     anthropic_base_url: str | None = Field(default=None, alias="ANTHROPIC_BASE_URL")
+    # An OpenAI-compatible endpoint (cairn/llm/openai.py, docs/adr/0036): OpenAI, vLLM, Ollama,
+    # llama.cpp, LM Studio, a gateway; or Azure OpenAI with its endpoint, deployment and version.
+    openai_api_key: SecretStr | None = Field(default=None, alias="OPENAI_API_KEY")
+    openai_base_url: str | None = Field(default=None, alias="OPENAI_BASE_URL")
+    azure_endpoint: str | None = Field(default=None, alias="AZURE_OPENAI_ENDPOINT")
+    azure_deployment: str | None = Field(default=None, alias="AZURE_OPENAI_DEPLOYMENT")
+    azure_api_version: str | None = Field(default=None, alias="OPENAI_API_VERSION")
     model: str = Field(default="claude-sonnet-4-6", alias="CAIRN_MODEL")
+    # False for a model that cannot call tools: it is sent none and answers from the memories
+    # recalled into its prompt (`cairn doctor` tells whether the model calls tools).
+    model_tools: bool = Field(default=True, alias="CAIRN_MODEL_TOOLS")
     # Stream answers (the Messages API's SSE), so that people see them as they are written.
     stream: bool = True
     # Seconds the offline model waits between two word groups it streams (0: all at once), so
@@ -194,8 +206,9 @@ class LlmSettings(BaseModel):
     max_tool_rounds: int = Field(default=8, ge=1, le=50, alias="CAIRN_MAX_TOOL_ROUNDS")
 
     @property
-    def provider(self) -> Literal["anthropic", "offline"]:
-        """Which LLM adapter to use: Anthropic when a key is set (or asked for), else offline."""
+    def provider(self) -> Literal["anthropic", "openai", "offline"]:
+        """Which LLM adapter to use: the one CAIRN_LLM names; unset, Anthropic when its key is
+        set, else offline (an OpenAI-compatible endpoint is always asked for by name)."""
         if self.mode == "auto":
             return "anthropic" if self.anthropic_api_key else "offline"
         return self.mode
@@ -498,6 +511,11 @@ class Settings(BaseModel):
         "claude-opus-4": [15.0, 75.0, 1.5, 18.75],
         "claude-sonnet-4": [3.0, 15.0, 0.3, 3.75],
         "claude-haiku-4": [1.0, 5.0, 0.1, 1.25],
+        # OpenAI caches prompt prefixes by itself: a cache write costs nothing extra.
+        "gpt-4.1-mini": [0.4, 1.6, 0.1, 0.0],
+        "gpt-4.1": [2.0, 8.0, 0.5, 0.0],
+        "gpt-4o-mini": [0.15, 0.6, 0.075, 0.0],
+        "gpt-4o": [2.5, 10.0, 1.25, 0.0],
     }
     workers: WorkerSettings = Field(default_factory=WorkerSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
@@ -566,6 +584,8 @@ class Settings(BaseModel):
             self.redis_url,
             self.qdrant_url,
             self.llm.anthropic_base_url,
+            self.llm.openai_base_url,
+            self.llm.azure_endpoint,
             self.slack.api_url,
             self.matrix.homeserver,
         ):
@@ -679,6 +699,30 @@ def _merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def _openai_contradictions(llm: LlmSettings) -> list[str]:
+    problems = [
+        f"{var} must be an http:// or https:// URL"
+        for var, url in (
+            ("OPENAI_BASE_URL", llm.openai_base_url),
+            ("AZURE_OPENAI_ENDPOINT", llm.azure_endpoint),
+        )
+        if url is not None and urlsplit(url).scheme not in {"http", "https"}
+    ]
+    if llm.mode != "openai":
+        return problems
+    if llm.azure_endpoint is not None:
+        if llm.azure_api_version is None:
+            problems.append("AZURE_OPENAI_ENDPOINT needs OPENAI_API_VERSION (e.g. 2024-10-21)")
+        if llm.openai_api_key is None:
+            problems.append("AZURE_OPENAI_ENDPOINT needs OPENAI_API_KEY (the resource's key)")
+    elif llm.openai_api_key is None and llm.openai_base_url is None:
+        problems.append(
+            "CAIRN_LLM=openai needs OPENAI_API_KEY (for OpenAI itself) or OPENAI_BASE_URL"
+            " (a local or self-hosted endpoint)"
+        )
+    return problems
+
+
 def _contradictions(s: Settings) -> list[str]:
     problems: list[str] = []
     for var, value in _values(s):  # a count, size or duration nobody means (docs/adr/0037)
@@ -707,6 +751,7 @@ def _contradictions(s: Settings) -> list[str]:
         problems.append("ANTHROPIC_BASE_URL must be an http:// or https:// URL")
     if llm.mode == "anthropic" and llm.anthropic_api_key is None:
         problems.append("CAIRN_LLM=anthropic needs ANTHROPIC_API_KEY")
+    problems.extend(_openai_contradictions(llm))
     if s.context.soft_after >= s.context.hard_after:
         problems.append("CAIRN_CONTEXT_SOFT_AFTER must be below CAIRN_CONTEXT_HARD_AFTER")
     if s.context.compact_at >= s.context.emergency_at:

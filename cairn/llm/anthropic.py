@@ -9,9 +9,7 @@ no longer retries, is retried here with the same count and backoff.
 
 from __future__ import annotations
 
-import email.utils
 import logging
-import random
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, assert_never
@@ -32,6 +30,13 @@ from anthropic.types import Message as APIMessage
 
 from cairn.core.errors import ConfigError, LLMAuthError, LLMError
 from cairn.core.redact import mask_url
+from cairn.llm.retries import (
+    LONGEST_RETRY_AFTER,
+    backoff,
+    refuse_long_retry_after,
+    retry_after,
+    retryable,
+)
 from cairn.llm.types import (
     Block,
     LLMRequest,
@@ -53,10 +58,6 @@ __all__ = ["DEFAULT_BASE_URL", "LONGEST_RETRY_AFTER", "AnthropicLLM", "prompt_bo
 log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
-
-LONGEST_RETRY_AFTER = 60.0
-"""Seconds. A ``retry-after`` longer than this fails the call at once instead of stalling a reply;
-the SDK itself would sleep for whatever the server asks."""
 
 _CACHED: CacheControlEphemeralParam = {"type": "ephemeral"}
 
@@ -235,7 +236,7 @@ class AnthropicLLM:
                 if last:
                     raise LLMError(_CUT_OFF)
                 broke = "end without a stop reason"
-            wait = _backoff(retry)
+            wait = backoff(retry)
             log.info("anthropic stream broke off mid-answer (%s); retrying in %.2fs", broke, wait)
             sink.restart()
             time.sleep(wait)
@@ -268,7 +269,7 @@ class AnthropicLLM:
             return f"the Anthropic API call failed: {self._redact(str(exc))}"
         if exc.status_code == 200:
             return f"the Anthropic stream broke off with {self._describe(exc)}; try again"
-        wait = _retry_after(exc.response.headers)
+        wait = retry_after(exc.response.headers)
         if wait is not None and wait > LONGEST_RETRY_AFTER:
             return (
                 f"Anthropic answered {self._describe(exc)} and asked to wait {wait:g}s before"
@@ -279,7 +280,7 @@ class AnthropicLLM:
                 f"Anthropic answered {self._describe(exc)}; check the model name ({model!r}, from"
                 " CAIRN_MODEL or the agent's model in cairn.toml)"
             )
-        if _retryable(exc.status_code):
+        if retryable(exc.status_code):
             return f"Anthropic answered {self._describe(exc)} ({retries}); try again later"
         return f"Anthropic answered {self._describe(exc)}"
 
@@ -312,14 +313,6 @@ def _write(stream: MessageStream[Any], sink: TextSink) -> APIMessage | None:
         elif event.type == "content_block_delta" and event.delta.type == "text_delta":
             sink.delta(event.delta.text)
     return stream.get_final_message() if started else None
-
-
-def _backoff(retry: int) -> float:
-    """Seconds to wait before retry ``retry`` (0 for the first), as the SDK waits between its own.
-
-    Its rule restated: 0.5s doubling with each retry up to 8s, less up to 25% jitter.
-    """
-    return min(0.5 * 2.0**retry, 8.0) * (1 - 0.25 * random.random())
 
 
 def prompt_body(request: LLMRequest) -> dict[str, Any]:
@@ -412,28 +405,6 @@ def _response(message: APIMessage) -> LLMResponse:
     )
 
 
-def _retryable(status: int) -> bool:
-    """The statuses the SDK retries (its own rule, restated to word the final error)."""
-    return status in (408, 409, 429) or status >= 500
-
-
-def _retry_after(headers: httpx2.Headers) -> float | None:
-    """Seconds the server asked to wait, read as the SDK reads them; None when it did not say."""
-    try:
-        return float(headers["retry-after-ms"]) / 1000
-    except (KeyError, ValueError):
-        pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    date = email.utils.parsedate_tz(value)
-    return None if date is None else email.utils.mktime_tz(date) - time.time()
-
-
 def _refuse_long_retry_after(
     request: anthropic.APIRequest, call_next: anthropic.CallNext
 ) -> anthropic.APIResponse[Any]:
@@ -443,7 +414,5 @@ def _refuse_long_retry_after(
     ``x-should-retry: false`` is the SDK's own switch for "do not retry this response".
     """
     response = call_next(request)
-    wait = _retry_after(response.headers)
-    if wait is not None and wait > LONGEST_RETRY_AFTER:
-        response.headers["x-should-retry"] = "false"
+    refuse_long_retry_after(response.headers)
     return response

@@ -39,12 +39,18 @@ class TextBlock:
 
 @dataclass(frozen=True, slots=True)
 class ToolUseBlock:
-    """The model asks for a tool to run with ``input``."""
+    """The model asks for a tool to run with ``input``.
+
+    ``malformed`` is why the arguments the model wrote could not be read as one JSON object
+    (quoting what it wrote), empty when they could: the call is then not run, and the model is
+    told the reason so that it may call again (weak models write broken JSON).
+    """
 
     id: str
     name: str
     input: dict[str, Any]
     type: Literal["tool_use"] = "tool_use"
+    malformed: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,12 +115,19 @@ class LLMRequest:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens the call consumed, as the provider reported them."""
+    """Tokens the call consumed, as the provider reported them.
+
+    ``input_tokens`` leaves out the cached ones (``cache_read_input_tokens``,
+    ``cache_creation_input_tokens``), as the Messages API counts them. ``reported`` is False when
+    the provider said nothing of usage (some OpenAI-compatible servers): the counts are then
+    unknown, not zero, and no cost is estimated.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    reported: bool = True
 
 
 @dataclass(frozen=True, slots=True)

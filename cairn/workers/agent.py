@@ -19,12 +19,14 @@ from cairn.llm.types import (
     Message,
     TextSink,
     ToolResultBlock,
+    ToolUseBlock,
     Usage,
 )
 from cairn.memory import Memory
+from cairn.workers.outcome import ToolOutcome
 from cairn.workers.tools import Toolbox, doing
 
-__all__ = ["TurnLog", "TurnOutcome", "run_agent"]
+__all__ = ["TurnLog", "TurnOutcome", "malformed_call", "run_agent"]
 
 
 class TurnLog(Protocol):
@@ -92,8 +94,13 @@ def run_agent(
             log.record("tool_call", use.name, {"id": use.id, "input": shown})
             if status is not None:
                 status(doing(use.name))
-            with stages.span("tools"):
-                result = toolbox.run(use.name, use.input)
+            if use.malformed:
+                # A weak model's broken JSON: nothing runs; the model reads why and may call
+                # again within the turn's rounds.
+                result = ToolOutcome(malformed_call(use), is_error=True)
+            else:
+                with stages.span("tools"):
+                    result = toolbox.run(use.name, use.input)
             if result.approval is not None:
                 # The call did not run: the pending call is recorded for a person to decide,
                 # and asked for in the thread with the reply (docs/adr/0031).
@@ -118,3 +125,11 @@ def run_agent(
         "Please ask again, more narrowly."
     )
     return outcome
+
+
+def malformed_call(use: ToolUseBlock) -> str:
+    """The error result for a call whose arguments could not be read, telling how to call again."""
+    return (
+        f"{use.name} was not run: {use.malformed}. Call {use.name} again with its arguments as"
+        " one JSON object that matches its schema, or answer without it."
+    )

@@ -197,6 +197,9 @@ def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: Session
         )
         return
     for model, usage in zip(outcome.models, outcome.usage, strict=True):
+        if not usage.reported:  # the server said nothing: unknown, not free
+            log.debug("usage of a %s call not reported; no cost estimated", model)
+            continue
         record_llm_usage(
             model,
             input_tokens=usage.input_tokens,
