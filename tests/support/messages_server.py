@@ -268,9 +268,9 @@ class MessagesServer(BackgroundServer):
         if self._httpd is not None:
             raise RuntimeError("MessagesServer is already running")
         self._stopping.clear()
-        httpd = _HTTPServer(self._address, _Handler)
+        httpd = _HTTPServer(self._address, self._handler_class())
         httpd.owner = self
-        self._serve(httpd, "messages-server")
+        self._serve(httpd, type(self).__name__)
         return self
 
     def stop(self) -> None:
@@ -360,6 +360,16 @@ class MessagesServer(BackgroundServer):
         with self._lock:
             return len(self._replies)
 
+    # What a server for another wire format changes
+
+    _unscripted = "MessagesServer has no scripted reply left and no responder"
+
+    def _handler_class(self) -> type[_Handler]:
+        return _Handler
+
+    def _error_body(self, error_type: str, message: str) -> JSON:
+        return error_body(error_type, message)
+
     # Called from the handler threads
 
     def _record(self, request: RecordedRequest) -> None:
@@ -387,13 +397,7 @@ class MessagesServer(BackgroundServer):
             answered = self.responder(body)
             reply = answered if isinstance(answered, Reply) else Reply(body=answered)
         else:
-            return Reply(
-                400,
-                error_body(
-                    "invalid_request_error",
-                    "MessagesServer has no scripted reply left and no responder",
-                ),
-            )
+            return Reply(400, self._error_body("invalid_request_error", self._unscripted))
         if reply.status == 200 and "model" not in reply.body:
             reply = replace(reply, body={**reply.body, "model": body.get("model", DEFAULT_MODEL)})
         return reply
@@ -458,23 +462,30 @@ class _Handler(BaseHTTPRequestHandler):
             },
         )
 
+    def _creates(self, path: str) -> bool:
+        """Whether ``path`` (without its query) is where answers are asked for."""
+        return path == "/v1/messages"
+
+    def _error(self, status: int, error_type: str, message: str) -> None:
+        self._send_json(status, self.owner._error_body(error_type, message))
+
     def _respond(self, headers: dict[str, str], body: JSON | None) -> None:
-        if self.path.split("?")[0] != "/v1/messages":
-            self._send_json(404, error_body("not_found_error", f"Not found: {self.path}"))
+        if not self._creates(self.path.split("?")[0]):
+            self._error(404, "not_found_error", f"Not found: {self.path}")
             return
         refusal = self.owner._accepts(headers)
         if refusal is not None:
-            self._send_json(401, error_body("authentication_error", refusal))
+            self._error(401, "authentication_error", refusal)
             return
         if not isinstance(body, dict):
-            self._send_json(400, error_body("invalid_request_error", "body is not a JSON object"))
+            self._error(400, "invalid_request_error", "body is not a JSON object")
             return
         reply = self.owner._answer(body)
         if reply.delay and self.owner._stopping.wait(reply.delay):
             self.close_connection = True
             return
         if reply.status == 200 and body.get("stream"):
-            self._send_sse(reply)
+            self._send_sse(reply, self._sse_lines(reply, body))
         else:
             self._send_json(reply.status, reply.body, reply.headers)
 
@@ -489,7 +500,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _send_sse(self, reply: Reply) -> None:
+    def _sse_lines(self, reply: Reply, request: JSON) -> list[str]:
+        """The stream for ``reply``, one SSE event a string, cut or broken as ``reply`` says."""
+        events = list(sse_events(reply.body))
+        if reply.stream_cut is not None:
+            events = events[: reply.stream_cut]
+        if reply.stream_error is not None:
+            events = [*events[: reply.stream_cut or 1], ("error", reply.stream_error)]
+        return [f"event: {event}\ndata: {json.dumps(data)}\n\n" for event, data in events]
+
+    def _send_sse(self, reply: Reply, lines: list[str]) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
@@ -500,15 +520,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("connection", "close")
         self.end_headers()
         self.close_connection = True
-        events = list(sse_events(reply.body))
-        if reply.stream_cut is not None:
-            events = events[: reply.stream_cut]
-        if reply.stream_error is not None:
-            events = [*events[: reply.stream_cut or 1], ("error", reply.stream_error)]
-        for number, (event, data) in enumerate(events):
+        for number, line in enumerate(lines):
             if number and reply.delta_delay and self.owner._stopping.wait(reply.delta_delay):
                 return
-            self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+            self.wfile.write(line.encode())
             self.wfile.flush()
         if reply.stream_stall:
             self.owner._stopping.wait(reply.stream_stall)

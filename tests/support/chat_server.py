@@ -1,0 +1,281 @@
+"""A stand-in for an OpenAI-compatible Chat Completions API on 127.0.0.1, for tests and local runs.
+
+It is :class:`~tests.support.messages_server.MessagesServer` (scripted replies, then a responder;
+recorded requests; delays, cut and broken streams) speaking the other wire format:
+``POST /v1/chat/completions`` (also Azure's ``/openai/deployments/{name}/chat/completions``)
+answered with a ``chat.completion`` or, when the request says ``"stream": true``, with
+``chat.completion.chunk`` Server-Sent Events ending in ``data: [DONE]``; ``GET /v1/models``;
+errors as ``{"error": {...}}``. The key comes as ``Authorization: Bearer`` or Azure's
+``api-key``. :func:`echo_responder` is a tiny model for end-to-end runs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from tests.support.messages_server import (
+    MessagesServer,
+    RecordedRequest,
+    Reply,
+    Responder,
+    _Handler,
+)
+
+__all__ = [
+    "ChatServer",
+    "Reply",
+    "chat_error",
+    "chunks",
+    "completion",
+    "echo_responder",
+    "tool_call",
+]
+
+JSON = dict[str, Any]
+
+DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+
+# Text and tool arguments are cut into pieces this long, so a stream has several deltas.
+_DELTA_CHARS = 8
+
+
+def tool_call(name: str, arguments: Mapping[str, Any] | str, *, call_id: str | None = None) -> JSON:
+    """A ``tool_calls`` entry; ``arguments`` as a string are sent as written (broken JSON too)."""
+    written = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
+    return {
+        "id": call_id or f"call_{uuid.uuid4().hex[:24]}",
+        "type": "function",
+        "function": {"name": name, "arguments": written},
+    }
+
+
+def completion(
+    text: str | None = None,
+    *,
+    calls: Sequence[JSON] = (),
+    finish_reason: str | None = None,
+    usage: Mapping[str, Any] | None = DEFAULT_USAGE,
+    model: str | None = None,
+) -> JSON:
+    """A ``chat.completion`` with ``text`` and tool ``calls`` (see :func:`tool_call`).
+
+    ``finish_reason`` defaults to ``tool_calls`` with calls, else ``stop``. ``usage=None`` leaves
+    usage out, as some servers do. Without ``model`` the server fills in the one asked for.
+    """
+    message: JSON = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = list(calls)
+    body: JSON = {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": finish_reason or ("tool_calls" if calls else "stop"),
+                "logprobs": None,
+            }
+        ],
+    }
+    if usage is not None:
+        body["usage"] = dict(usage)
+    if model is not None:
+        body["model"] = model
+    return body
+
+
+def chat_error(error_type: str, message: str) -> JSON:
+    """The JSON body an OpenAI-compatible server sends with an error status."""
+    return {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+
+
+def chunks(body: JSON, *, include_usage: bool) -> Iterator[JSON]:
+    """The ``chat.completion.chunk`` objects a server streams for ``body``, in order.
+
+    The role comes first, then the text in pieces, then each tool call (its id and name, then
+    its arguments in pieces), then the finish reason; with ``include_usage`` (the request's
+    ``stream_options``) a last chunk with no choices carries the usage.
+    """
+    head: JSON = {k: body[k] for k in ("id", "created", "model") if k in body}
+    choice = body["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: JSON, finish: str | None = None) -> JSON:
+        return {
+            **head,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    yield chunk({"role": "assistant", "content": ""})
+    for piece in _pieces(message.get("content") or ""):
+        yield chunk({"content": piece})
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call["function"]
+        opening = {"name": function["name"], "arguments": ""}
+        yield chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                     "function": opening}]})  # fmt: skip
+        for piece in _pieces(function["arguments"]):
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    yield chunk({}, choice["finish_reason"])
+    if include_usage and "usage" in body:
+        yield {**head, "object": "chat.completion.chunk", "choices": [], "usage": body["usage"]}
+
+
+def _pieces(text: str) -> list[str]:
+    return [text[i : i + _DELTA_CHARS] for i in range(0, len(text), _DELTA_CHARS)]
+
+
+class ChatServer(MessagesServer):
+    """A threaded Chat Completions server on loopback; use it as a context manager.
+
+    Scripted as :class:`MessagesServer` is: :meth:`push` a :class:`Reply` whose body is a
+    :func:`completion`, or use the ``push_*`` helpers here. :attr:`models` is what
+    ``GET /v1/models`` lists. A streamed :class:`Reply`'s ``stream_cut`` counts chunks;
+    ``stream_error`` is sent as a ``data: {"error": ...}`` chunk after them.
+    """
+
+    _unscripted = "ChatServer has no scripted reply left and no responder"
+
+    def __init__(
+        self,
+        api_key: str | None = "test-key",
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        responder: Responder | None = None,
+    ) -> None:
+        super().__init__(api_key, host=host, port=port, responder=responder)
+        self.models = {"gpt-test"}
+
+    @property
+    def base_url(self) -> str:
+        """What to pass as OPENAI_BASE_URL (the SDK's ``base_url``)."""
+        return f"{super().base_url}/v1"
+
+    @property
+    def endpoint(self) -> str:
+        """What to pass as AZURE_OPENAI_ENDPOINT."""
+        return super().base_url
+
+    def push_text(
+        self,
+        text: str,
+        *,
+        usage: Mapping[str, Any] | None = DEFAULT_USAGE,
+        stop_reason: str = "stop",
+    ) -> None:
+        """Queue a text answer (``usage=None``: the server reports none)."""
+        self.push(Reply(body=completion(text, usage=usage, finish_reason=stop_reason)))
+
+    def push_calls(self, *calls: JSON, text: str | None = None) -> list[str]:
+        """Queue an answer asking for ``calls`` (see :func:`tool_call`); returns their ids."""
+        self.push(Reply(body=completion(text, calls=calls)))
+        return [str(call["id"]) for call in calls]
+
+    def push_error(
+        self,
+        status: int,
+        error_type: str | None = None,
+        message: str | None = None,
+        *,
+        retry_after: float | None = None,
+    ) -> None:
+        """Queue an error answer, with a ``retry-after`` header if given."""
+        kind = error_type or ("rate_limit_exceeded" if status == 429 else "server_error")
+        headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+        self.push(Reply(status, chat_error(kind, message or kind.replace("_", " ")), headers))
+
+    @property
+    def chat_bodies(self) -> list[JSON]:
+        """The bodies of the chat completion requests (not of ``GET /v1/models``)."""
+        return [r.body for r in self.requests if r.method == "POST"]
+
+    def _handler_class(self) -> type[_Handler]:
+        return _ChatHandler
+
+    def _error_body(self, error_type: str, message: str) -> JSON:
+        return chat_error(error_type, message)
+
+    def _accepts(self, headers: Mapping[str, str]) -> str | None:
+        azure = headers.get("api-key")
+        if azure is None:
+            return super()._accepts(headers)
+        return None if self.api_key is None or azure == self.api_key else "invalid api-key"
+
+
+class _ChatHandler(_Handler):
+    server_version = "ChatServer/1"
+
+    @property
+    def owner(self) -> ChatServer:
+        return super().owner  # type: ignore[return-value]
+
+    def _creates(self, path: str) -> bool:
+        return path == "/v1/chat/completions" or (
+            path.startswith("/openai/deployments/") and path.endswith("/chat/completions")
+        )
+
+    def do_GET(self) -> None:
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        self.owner._record(RecordedRequest("GET", self.path, headers, {}, time.monotonic()))
+        if self.path.split("?")[0] not in {"/v1/models", "/openai/models"}:
+            self._error(404, "not_found", f"Not found: {self.path}")
+            return
+        refusal = self.owner._accepts(headers)
+        if refusal is not None:
+            self._error(401, "invalid_api_key", refusal)
+            return
+        listed = [
+            {"id": m, "object": "model", "created": 0, "owned_by": "tests"}
+            for m in sorted(self.owner.models)
+        ]
+        self._send_json(200, {"object": "list", "data": listed})
+
+    def _sse_lines(self, reply: Reply, request: JSON) -> list[str]:
+        options = request.get("stream_options") or {}
+        events = list(chunks(reply.body, include_usage=bool(options.get("include_usage"))))
+        if reply.stream_cut is not None:
+            events = events[: reply.stream_cut]
+        if reply.stream_error is not None:
+            events = [*events[: reply.stream_cut or 1], reply.stream_error]
+        lines = [f"data: {json.dumps(event)}\n\n" for event in events]
+        whole = reply.stream_cut is None and reply.stream_error is None
+        return [*lines, "data: [DONE]\n\n"] if whole else lines
+
+
+def echo_responder(request: JSON) -> Reply | JSON:
+    """A tiny, predictable model for local runs and end-to-end tests.
+
+    - the last messages are tool results: answers ``Done: <result>`` (``; ``-joined);
+    - the user's text starts with "remember" and a tool whose name contains "remember" is
+      offered: asks for that tool with ``{"text": <the rest of the message>}``;
+    - otherwise: answers ``echo: <the text of the last user message>``.
+    """
+    messages = request.get("messages") or [{}]
+    results: list[str] = []
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        results.insert(0, str(message.get("content", "")))
+    if results:
+        return completion("Done: " + "; ".join(results))
+    text = str(messages[-1].get("content") or "").strip()
+    said = text.split(": ", 1)[-1]  # Cairn's messages arrive as "author: text"
+    tool = next(
+        (
+            t["function"]["name"]
+            for t in request.get("tools") or []
+            if "remember" in str(t.get("function", {}).get("name"))
+        ),
+        None,
+    )
+    if tool is not None and said.lower().startswith("remember"):
+        note = said[len("remember") :].lstrip(" :,-").strip()
+        return completion("I'll remember that.", calls=[tool_call(tool, {"text": note})])
+    return completion(f"echo: {text}")
