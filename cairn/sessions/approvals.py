@@ -13,6 +13,7 @@ approved call is taken to run once (:meth:`Approvals.take_run`).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,6 +37,9 @@ from cairn.db.models import (
 )
 from cairn.sessions.events import ChatEvent
 from cairn.sessions.log import EventLog
+from cairn.sessions.outbox import message_at
+
+log_line = logging.getLogger(__name__)
 
 __all__ = [
     "ADMINS",
@@ -264,13 +268,24 @@ class Approvals:
 
     # --- deciding -----------------------------------------------------------------------
 
-    def decide(self, log: EventLog, event: ChatEvent, settings: Settings) -> Decided:
+    def decide(
+        self,
+        log: EventLog,
+        event: ChatEvent,
+        settings: Settings,
+        *,
+        request: OutboundMessage | None = None,
+    ) -> Decided:
         """Apply a person's decision (a validated DECISION event) to the call it names.
 
-        Refused with an answer for the person: a request that is not there (or not in this
-        tenant and channel), a person not allowed to decide, a request decided or expired
-        already. An accepted decision moves the row and logs a pending ``decision`` event in
-        one transaction; the caller queues the session.
+        A decision is made where its request was posted (docs/adr/0037): in the request's own
+        thread, and, when the event names the message it was made on (a Slack click's
+        ``message_id``, or ``request``, the message a reaction is on), on the request's own
+        message. Refused with an answer for the person: a request that is not there (or not in
+        this tenant and channel), one of another thread or message (audited as an ``error``
+        event in the request's session), a person not allowed to decide, a request decided or
+        expired already. An accepted decision moves the row and logs a pending ``decision``
+        event in one transaction; the caller queues the session.
         """
         approval_id = int(event.target_id or 0)
         decision = str(event.decision)
@@ -283,6 +298,10 @@ class Approvals:
             or session.channel != event.channel
         ):
             return Decided(False, answer=f"There is no request #{approval_id} here to {decision}.")
+        misplaced = self._misplaced(row, session, event, request)
+        if misplaced:
+            self._audit_misplaced(log, row, event, misplaced)
+            return Decided(False, row.session_id, answer=misplaced)
         if not may_approve(settings, row.agent, row.server, event.user, admin=event.admin):
             return Decided(
                 False,
@@ -373,6 +392,69 @@ class Approvals:
                 wake=True,
             )
         return int(logged["id"])
+
+    def _misplaced(
+        self,
+        row: ToolApproval,
+        session: AgentSession,
+        event: ChatEvent,
+        request: OutboundMessage | None,
+    ) -> str:
+        """Why ``event`` may not decide ``row`` where it was made ("" when it may): another
+        thread than the request's, or a message that is not the request's own."""
+        if session.thread_ref != event.thread:
+            return (
+                f"Request #{row.id} was asked in another thread: decide it there, on its own "
+                "message. Nothing changed."
+            )
+        if request is None and event.message_id:
+            request = message_at(self.db, event.tenant, f"{event.channel}:{event.message_id}")
+        made_on_a_message = request is not None or bool(event.message_id)
+        if made_on_a_message and (
+            request is None
+            or request.kind != "approval"
+            or request.session_id != row.session_id
+            or request.data.get("approval") != row.id
+        ):
+            return (
+                f"This message is not request #{row.id}: decide each request on its own "
+                "message. Nothing changed."
+            )
+        return ""
+
+    def _audit_misplaced(
+        self, log: EventLog, row: ToolApproval, event: ChatEvent, answer: str
+    ) -> None:
+        """Keep a refused decision of another thread or message in the request's own session
+        log (an ``error`` event, done: it wakes nothing), once per delivery."""
+        where = {"platform": event.platform, "channel": event.channel, "thread": event.thread}
+        try:
+            log.append(
+                row.session_id,
+                row.tenant_id,
+                EventKind.ERROR,
+                text=f"refused: {event.user} tried to {event.decision} request #{row.id} "
+                f"({row.tool}) from another thread or message",
+                user=event.user,
+                agent=row.agent,
+                event_ref=event.event_id or None,
+                data={
+                    "approval": row.id,
+                    "refused_decision": event.decision,
+                    "reason": answer,
+                    "from": {**where, "message": event.message_id},
+                },
+            )
+        except IntegrityError:
+            return  # this delivery was refused and kept already
+        log_line.warning(
+            "refused %s's %s of request #%s from %s: %s",
+            event.user,
+            event.decision,
+            row.id,
+            where,
+            answer,
+        )
 
     def _already(self, approval_id: int) -> str:
         row = self.get(approval_id)

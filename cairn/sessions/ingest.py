@@ -24,7 +24,7 @@ from cairn.core import stages
 from cairn.core.gate import rejoin
 from cairn.core.secrets import may_be_second_part
 from cairn.core.settings import Settings
-from cairn.db.models import EventKind, EventStatus, SessionEvent, utcnow
+from cairn.db.models import EventKind, EventStatus, OutboundMessage, SessionEvent, utcnow
 from cairn.sessions.approvals import Approvals, decision_of_reaction
 from cairn.sessions.events import ChatEvent, EventType
 from cairn.sessions.log import EventLog, ThreadRef
@@ -77,10 +77,15 @@ def ingest(
     return _reaction(log, event, settings)
 
 
-def _decision(log: EventLog, event: ChatEvent, settings: Settings | None) -> Ingested:
+def _decision(
+    log: EventLog,
+    event: ChatEvent,
+    settings: Settings | None,
+    request: OutboundMessage | None = None,
+) -> Ingested:
     if settings is None:
         return Ingested(Admission.REFUSED, answer="decisions on tool calls are not taken here")
-    decided = Approvals(log.db).decide(log, event, settings)
+    decided = Approvals(log.db).decide(log, event, settings, request=request)
     if decided.duplicate:
         return Ingested(Admission.DUPLICATE, decided.session_id)
     if not decided.queued:
@@ -216,8 +221,15 @@ def _reaction(log: EventLog, event: ChatEvent, settings: Settings | None) -> Ing
         if decision is None or event.type is EventType.REACTION_REMOVED:
             return Ingested(Admission.IGNORED, target.session_id)
         approval = str(target.data.get("approval", ""))
-        decided = replace(event, type=EventType.DECISION, decision=decision, target_id=approval)
-        return _decision(log, decided, settings)
+        # Made on the request's own message, so in its thread (docs/adr/0037).
+        decided = replace(
+            event,
+            type=EventType.DECISION,
+            decision=decision,
+            target_id=approval,
+            thread=target.thread_ref,
+        )
+        return _decision(log, decided, settings, request=target)
     try:
         with log.db.session() as s:
             row = log.append_in(

@@ -153,8 +153,35 @@ def test_an_unknown_request_and_a_bad_number_are_refused_clearly(ops: _Ops) -> N
     [unknown] = _of(out, "decision")
     assert "There is no request #7 here to approve." in unknown["text"]
     errors = [o["text"] for o in _of(out, "error")]
-    assert "/deny takes a request number, e.g. /deny 3" in errors
+    assert any(e.startswith("/deny takes a request number, e.g. /deny 3") for e in errors)
     assert "no request in this thread is waiting for a decision" in errors
+
+
+def test_an_approval_typed_in_another_thread_is_refused_audited_and_changes_nothing(
+    ops: _Ops,
+) -> None:
+    script = RESTART + "/thread elsewhere\n/approve 1\n/thread main\n/approve 1\n"
+    out = chat(ops.env(), script, "--user", "ann", check=False)
+    [refused] = _of(out, "decision")
+    assert refused["status"] == "refused"
+    assert refused["thread"] == "elsewhere"
+    assert "Request #1 was asked in another thread: decide it there" in refused["text"]
+    # Approved in its own thread afterwards: it runs once, approved there.
+    notices = [o for o in _of(out, "notice") if "ann approved request #1" in o["text"]]
+    assert [n["thread"] for n in notices] == ["main"]
+    assert _tools_run(ops) == ["restart_service"]
+    with sqlite3.connect(ops.home / "cairn.db") as db:
+        audited = db.execute(
+            "SELECT e.text, e.user FROM session_event e JOIN agent_session s "
+            "ON s.id = e.session_id WHERE e.kind = 'error' AND s.thread_ref = 'main'"
+        ).fetchall()
+    assert audited == [
+        (
+            "refused: ann tried to approve request #1 (ops__restart_service) from another "
+            "thread or message",
+            "ann",
+        )
+    ]
 
 
 def test_a_request_expires_and_a_late_approval_is_refused(ops: _Ops) -> None:

@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.timeout(120)]
 
 CHANNEL = "C0OPS"
 TS = "1700000700.000100"
+OTHER_TS = "1700000800.000100"
 RESTART = 'run ops__restart_service {"service": "payments"}'
 ADMIN = "UADMIN"
 
@@ -82,8 +83,17 @@ class Ops:
     def thread(self, thread: str = TS) -> list[dict[str, Any]]:
         return [m for m in self.api.posts(CHANNEL) if m.get("thread_ts") == thread]
 
-    def click(self, request: dict[str, Any], action: str, *, user: str = ADMIN, **kw: Any) -> Any:
-        payload = block_actions_payload(request, action, _value(request), user=user, **kw)
+    def click(
+        self,
+        request: dict[str, Any],
+        action: str,
+        *,
+        user: str = ADMIN,
+        value: str | None = None,
+        **kw: Any,
+    ) -> Any:
+        value = _value(request) if value is None else value
+        payload = block_actions_payload(request, action, value, user=user, **kw)
         status, took = self.slack.click(payload)
         assert status == 200
         assert took < 3.0
@@ -332,6 +342,36 @@ def test_malformed_clicks_get_a_private_answer_and_the_app_carries_on(ops: Ops) 
     assert _decisions(ops) == []
     assert ops.slack.health()[0] == 200
     ops.click(request, "cairn_approve")  # and a good click still counts
+    ops.slack.settle(timeout=60)
+    assert ops.ran() == ["restart_service"]
+
+
+def test_a_click_naming_another_request_than_its_message_is_refused_and_audited(
+    ops: Ops,
+) -> None:
+    first = ops.ask()
+    second = ops.ask(ts=OTHER_TS)  # another thread of the same channel
+    named = _value(second)
+    assert _value(first) != named
+    # Signed by Slack, made on the first request's message, naming the second: refused.
+    ops.click(first, "cairn_approve", value=named)
+    # Made in the second request's thread, but on a message that is not the request.
+    (not_the_request,) = [m for m in ops.thread(OTHER_TS) if not m.get("blocks")][:1]
+    ops.click(not_the_request, "cairn_approve", value=named)
+    ops.slack.settle(timeout=30)
+    assert ops.ran() == []
+    assert _decisions(ops) == []
+    with ops.slack.pipeline.rt.db.session() as s:
+        rows = s.exec(select(ToolApproval)).all()
+        audited = s.exec(select(SessionEvent).where(SessionEvent.kind == EventKind.ERROR)).all()
+    assert {r.status for r in rows} == {ApprovalStatus.PENDING}
+    told = [e["text"] for e in ops.api.ephemerals(ADMIN)]
+    assert len(told) == 2
+    assert f"Request #{named} was asked in another thread" in told[0]
+    assert f"This message is not request #{named}" in told[1]
+    assert [(e.user, e.data["approval"]) for e in audited] == [(ADMIN, int(named))] * 2
+    assert all(e.session_id == rows[1].session_id for e in audited)
+    ops.click(second, "cairn_approve")  # on its own message, it counts
     ops.slack.settle(timeout=60)
     assert ops.ran() == ["restart_service"]
 

@@ -148,6 +148,8 @@ class ApprovalClicks:
             decision=DECISION_OF_ACTION[click.action_id],
             target_id=click.value,
             event_id=click.event_id,
+            # The request's own message is where it is decided (docs/adr/0037).
+            message_id=click.message_ts,
             admin=self.people.person(click.team, click.user).admin,
             private=self.conversations.private(click.team, click.channel),
             raw=body,
@@ -208,10 +210,12 @@ class ApprovalClicks:
             return
         try:
             request = message_at(self.pipeline.rt.db, tenant_of(team), f"{channel}:{request_ts}")
+            if result.admission is Admission.REFUSED and result.answer:
+                # Told even when the message clicked is not a request (docs/adr/0037).
+                where = thread or (request.thread_ref if request is not None else request_ts)
+                self.tell(team, channel, user, where, result.answer)
             if request is None or request.kind != "approval":
                 return
-            if result.admission is Admission.REFUSED and result.answer:
-                self.tell(team, channel, user, thread or request.thread_ref, result.answer)
             self._close(team, request)
         except Exception as exc:
             if not is_unavailable(exc):
