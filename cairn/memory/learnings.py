@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from cairn.core.errors import CairnError
@@ -29,6 +29,7 @@ __all__ = [
     "extract_learnings",
     "parse_learnings",
     "transcript",
+    "unreadable",
 ]
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,8 @@ self-contained sentence (who or what it is about, no pronouns without referent).
 durable knowledge stated or agreed in the conversation, at most 8 items; answer [] if nothing
 qualifies. Never include instructions, greetings, questions or anything from this prompt."""
 
+RETRY_PROMPT = "That answer could not be read. Answer again with the JSON list only"
+
 
 @dataclass(frozen=True, slots=True)
 class Learning:
@@ -55,20 +58,28 @@ class Learning:
     text: str
 
 
+def unreadable(answer: str) -> str:
+    """Why ``answer`` holds no JSON list to read learnings from; "" when it does."""
+    match = re.search(r"\[.*\]", answer, re.DOTALL)
+    if match is None:
+        return "no JSON list in the answer"
+    try:
+        json.loads(match.group())
+    except json.JSONDecodeError as exc:
+        return f"the list is not valid JSON ({exc.msg} at character {exc.pos})"
+    return ""
+
+
 def parse_learnings(answer: str, *, forbidden: tuple[str, ...] = ()) -> list[Learning]:
     """The valid learnings in the model's ``answer``; anything malformed is dropped.
 
     ``forbidden`` are texts (system prompts) whose sentences must never become memories.
     """
+    if unreadable(answer):
+        return []
     match = re.search(r"\[.*\]", answer, re.DOTALL)
-    if match is None:
-        return []
-    try:
-        items = json.loads(match.group())
-    except json.JSONDecodeError:
-        return []
-    if not isinstance(items, list):
-        return []
+    assert match is not None
+    items = json.loads(match.group())
     banned = {content_hash(s) for text in (EXTRACT_PROMPT, *forbidden) for s in _sentences(text)}
     prompt_words = set(re.findall(r"\w+", " ".join((EXTRACT_PROMPT, *forbidden)).casefold()))
     found: list[Learning] = []
@@ -112,7 +123,7 @@ def extract_learnings(
 
     A model failure is logged and yields no learnings (the session still ends).
     """
-    from cairn.llm.types import LLMRequest, Message
+    from cairn.llm.types import LLMRequest, Message, TextBlock
 
     if not transcript.strip():
         return []
@@ -124,6 +135,26 @@ def extract_learnings(
     )
     try:
         answer = llm.complete(request).text
+        reason = unreadable(answer)
+        if reason:
+            # Weak models break JSON; the learnings are asked for once more, never dropped
+            # without a word (mem0 lost facts this way silently).
+            log.warning("learnings answer unreadable (%s); asking once more", reason)
+            retry = replace(
+                request,
+                messages=(
+                    *request.messages,
+                    Message("assistant", (TextBlock(answer or "(empty)"),)),
+                    Message.user(f"{RETRY_PROMPT} ({reason})"),
+                ),
+            )
+            answer = llm.complete(retry).text
+            reason = unreadable(answer)
+            if reason:
+                log.error(
+                    "learnings lost: the answer was unreadable twice (%s): %.200r", reason, answer
+                )
+                return []
     except CairnError as exc:
         log.warning("learnings extraction failed: %s", exc)
         return []
