@@ -10,12 +10,15 @@ from __future__ import annotations
 import getpass
 import json
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
+
+from sqlmodel import select
 
 from cairn.bot.pipeline import Pipeline
 from cairn.core.bounded import bounded_int
@@ -24,7 +27,7 @@ from cairn.core.gate import gated
 from cairn.core.reactions import reaction_effect
 from cairn.core.text import printable
 from cairn.db import is_unavailable
-from cairn.db.models import EventStatus
+from cairn.db.models import EventStatus, SessionEvent
 from cairn.sessions.approvals import Approvals
 from cairn.sessions.events import Attachment, ChatEvent, EventType, checked_name
 from cairn.sessions.ingest import Admission
@@ -90,6 +93,10 @@ class Console:
         self._pieces = self.rt.streams.subscribe(self.tenant) if streaming else None
         self._streamed: dict[int, str] = {}  # cause -> the text shown as it was written
         self._thinking_shown = False
+        # Output comes from this thread and from the one that shows what a previous run left
+        # pending (docs/adr/0037): one line at a time.
+        self._writing = threading.RLock()
+        self._done = threading.Event()
 
     @property
     def tenant(self) -> str:
@@ -101,6 +108,7 @@ class Console:
     def run(self, lines: Iterable[str]) -> int:
         """Handle ``lines`` until /quit or the end; returns the process exit code."""
         self._deliver_leftovers()
+        follower = self._follow_recovered()
         failures = 0
         if self.interactive:
             self._hint(
@@ -121,6 +129,10 @@ class Console:
         if self.state.paste is not None:
             self._emit("error", "input ended inside /paste; that message was not sent")
             failures += 1
+        if follower is not None:
+            # A script ends when its input does: the replies a previous run owed come first.
+            follower.join(self.rt.settings.reply_timeout if not self.interactive else 0.0)
+            self._done.set()
         return 1 if failures and not self.interactive else 0
 
     def handle(self, line: str) -> bool:
@@ -407,10 +419,46 @@ class Console:
         """Show replies that a previous run produced but never printed."""
         self._deliver(cause=None, quiet_kinds=set())
 
+    def _follow_recovered(self) -> threading.Thread | None:
+        """Show the replies to what a previous run took in and did not finish (the pipeline
+        queued it again at start) as soon as each is handled, while this console runs, from a
+        thread of its own; None when nothing was left pending."""
+        left = self._patiently(self._pending_causes)
+        if not left:
+            return None
+        follower = threading.Thread(
+            target=self._show_when_handled, args=(left,), name="console-recovered", daemon=True
+        )
+        follower.start()
+        return follower
+
+    def _pending_causes(self) -> list[int]:
+        with self.rt.db.session() as s:
+            rows = s.exec(
+                select(SessionEvent.id).where(
+                    SessionEvent.tenant_id == self.tenant,
+                    SessionEvent.status == EventStatus.PENDING,
+                )
+            ).all()
+        return [int(r) for r in rows if r is not None]
+
+    def _show_when_handled(self, causes: list[int]) -> None:
+        waiting = sorted(causes)
+        deadline = time.monotonic() + self.rt.settings.reply_timeout
+        while waiting and not self._done.is_set() and time.monotonic() < deadline:
+            for cause in self._patiently(lambda: [c for c in waiting if self._handled(c)]):
+                waiting.remove(cause)
+                self._deliver(cause=cause, quiet_kinds=set())
+            self._done.wait(0.1)
+
     # --- output -------------------------------------------------------------------------
 
     def _emit(self, kind: str, text: str, **fields: Any) -> None:
         text = gated(text)  # the console is a platform too: nothing shown skips the gate
+        with self._writing:
+            self._write(kind, text, fields)
+
+    def _write(self, kind: str, text: str, fields: dict[str, Any]) -> None:
         if self.as_json:
             record = {"type": kind, "text": text, "thread": self.state.thread, **fields}
             self.out.write(printable(json.dumps(record, ensure_ascii=False)) + "\n")
