@@ -217,8 +217,13 @@ def _llm(settings: Settings) -> Check:
             "llm",
             "warn",
             "no ANTHROPIC_API_KEY: the offline model answers from memory only",
-            "set ANTHROPIC_API_KEY for full answers",
+            "set ANTHROPIC_API_KEY for full answers, or CAIRN_LLM=openai with OPENAI_BASE_URL",
         )
+    if settings.llm.provider == "openai":
+        from cairn.commands.doctor_openai import openai_check
+
+        status, detail, fix = openai_check(settings)
+        return Check("llm", status, detail, fix)
     import anthropic
 
     assert settings.llm.anthropic_api_key is not None

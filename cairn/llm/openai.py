@@ -156,9 +156,16 @@ class OpenAILLM:
         self._max_tokens_field = "max_tokens" if base_url else "max_completion_tokens"
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> OpenAILLM:
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        max_retries: int | None = None,
+        timeout: float | None = None,
+        stream: bool | None = None,
+    ) -> OpenAILLM:
         """The adapter ``settings`` describe (key, base URL or Azure deployment, model, retries,
-        timeout, streaming, whether the model calls tools).
+        timeout, streaming, whether the model calls tools); the keywords override the settings.
 
         Raises ConfigError when neither a key nor a base URL is set, or Azure is half set.
         """
@@ -176,9 +183,9 @@ class OpenAILLM:
             llm.model,
             base_url=llm.openai_base_url,
             azure=azure,
-            max_retries=llm.max_retries,
-            timeout=llm.timeout,
-            stream=llm.stream,
+            max_retries=llm.max_retries if max_retries is None else max_retries,
+            timeout=llm.timeout if timeout is None else timeout,
+            stream=llm.stream if stream is None else stream,
             tools=llm.model_tools,
         )
 
