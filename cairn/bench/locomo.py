@@ -10,8 +10,9 @@ asked. Two formats are read as they are released:
 - real messaging-app chats ("realchat": ``name`` of ``speaker_1``/``speaker_2``, turns of
   ``clean_text`` with their own ``date_time``, "29.12.2023, 22:42:04"; categories 1 multi-hop,
   2 temporal, 3 commonsense). Its speakers' names are spelled as typed ("elise", "Elise": one
-  person, named as the ``name`` record names them, capitalised), a turn may only share an
-  image, and its evidence is written by hand (see :func:`evidence_of`).
+  person, named as the ``name`` record names them, capitalised, or by the persona they played
+  when the annotations give one), a turn may only share an image, and its evidence is written
+  by hand (see :func:`evidence_of`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -107,6 +109,7 @@ def _realchat_turns(conversation: dict[str, Any]) -> Iterator[tuple[str, str, da
     names = {
         str(n).casefold(): str(n)[:1].upper() + str(n)[1:] for n in conversation["name"].values()
     }
+    names |= _personas(conversation)
     for n in _sessions(conversation):
         for turn in conversation[f"session_{n}"]:
             typed = str(turn.get("speaker") or "")
@@ -122,6 +125,28 @@ def _realchat_turns(conversation: dict[str, Any]) -> Iterator[tuple[str, str, da
             when = datetime.strptime(str(turn["date_time"]).strip(), _REALCHAT_DATE)
             when = when.replace(tzinfo=UTC)
             yield turn["dia_id"], f"{speaker}: {said}", when, f"session_{n}", speaker
+
+
+def _personas(conversation: dict[str, Any]) -> dict[str, str]:
+    """The name each speaker goes by in the conversation, where the annotations give one other
+    than the speaker's (people played personas: the others call them by it, and so do the
+    questions), by speaker name folded: the name most of their events start with, if it
+    starts at least three."""
+    found = {}
+    for number, side in (("1", "agent_a"), ("2", "agent_b")):
+        speaker = str(conversation["name"].get(f"speaker_{number}", ""))
+        named = Counter(
+            m.group(1)
+            for key, events in conversation.items()
+            if key.startswith("events_session_") and isinstance(events, dict)
+            for event in events.get(side) or []
+            if (m := re.match(r"\s*([A-Z][a-z]+)\b", str(event.get("sub-event", ""))))
+        )
+        if named and speaker:
+            persona, count = named.most_common(1)[0]
+            if count >= 3 and persona.casefold() != speaker.casefold():
+                found[speaker.casefold()] = persona
+    return found
 
 
 # A turn id as people write it: "D12:3", "D12 : 3", "D17;39" (a slip of the finger); a range

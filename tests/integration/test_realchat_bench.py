@@ -75,6 +75,22 @@ def test_a_real_chat_is_read_as_it_is(tmp_path: Path) -> None:
     assert [q["evidence"] for q in asked] == [["D1:2", "D2:1"], ["D2:2"], ["D1:4"]]
 
 
+def test_a_speaker_is_named_by_the_persona_the_annotations_give() -> None:
+    def events(*said: str) -> dict[str, object]:
+        return {"agent_a": [{"sub-event": s} for s in said], "agent_b": []}
+
+    record = {
+        "name": {"speaker_1": "Emi", "speaker_2": "elise"},
+        "session_1": [{"clean_text": "I made pasta", "speaker": "Emi", "dia_id": "D1:1",
+                       "date_time": "29.12.2023, 22:42:04", "img_url": []}],
+        "events_session_1": events("Kate takes a cooking class.", "Kate makes pasta."),
+        "events_session_2": events("Kate plans a ski trip.", "She rests."),
+    }  # fmt: skip
+    assert [line for _, line, *_ in _turns(record)] == ["Kate: I made pasta"]
+    record["events_session_2"] = events("Emi rests.")
+    assert [line for _, line, *_ in _turns(record)] == ["Emi: I made pasta"]  # two: too few
+
+
 def test_bench_recall_reports_each_set_and_category(tmp_path: Path) -> None:
     from tests.integration.test_long_episodes import _conversation
 
