@@ -14,7 +14,7 @@ from cairn.runtime import Runtime, build_runtime, reset_runtime
 pytest_plugins = ["tests.services"]
 
 # Variables a developer's shell may set that would leak into tests.
-_OWN_PREFIXES = ("CAIRN_", "SLACK_", "MATRIX_", "ANTHROPIC_")
+_OWN_PREFIXES = ("CAIRN_", "SLACK_", "MATRIX_", "ANTHROPIC_", "OPENAI_", "AZURE_OPENAI_")
 
 
 @pytest.fixture(autouse=True)

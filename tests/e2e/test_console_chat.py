@@ -29,7 +29,9 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("CAIRN_", "SLACK_", "MATRIX_", "ANTHROPIC_"))
+        if not k.startswith(
+            ("CAIRN_", "SLACK_", "MATRIX_", "ANTHROPIC_", "OPENAI_", "AZURE_OPENAI_")
+        )
     }
     env.update({"CAIRN_HOME": str(home), "CAIRN_REPLY_TIMEOUT": "60", **extra})
     return env
