@@ -21,7 +21,6 @@ from tests.support.messages_server import (
     MessagesServer,
     RecordedRequest,
     Reply,
-    Responder,
     _Handler,
 )
 
@@ -142,16 +141,7 @@ class ChatServer(MessagesServer):
 
     _unscripted = "ChatServer has no scripted reply left and no responder"
 
-    def __init__(
-        self,
-        api_key: str | None = "test-key",
-        *,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        responder: Responder | None = None,
-    ) -> None:
-        super().__init__(api_key, host=host, port=port, responder=responder)
-        self.models = {"gpt-test"}
+    default_models = ("gpt-test",)
 
     @property
     def base_url(self) -> str:

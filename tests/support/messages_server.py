@@ -243,6 +243,8 @@ class MessagesServer(BackgroundServer):
     is left it goes to ``responder``, and without one the server answers 400 naming the problem.
     """
 
+    default_models: tuple[str, ...] = ("claude-sonnet-4-6",)
+
     def __init__(
         self,
         api_key: str | None = "test-key",
@@ -254,7 +256,7 @@ class MessagesServer(BackgroundServer):
         self.api_key = api_key
         self.responder = responder
         # Model ids GET /v1/models/{id} knows.
-        self.models: set[str] = {"claude-sonnet-4-6"}
+        self.models: set[str] = set(self.default_models)
         self._address = (host, port)
         self._lock = threading.Lock()
         self._replies: deque[Reply] = deque()
