@@ -32,10 +32,12 @@ from cairn.core.errors import ConfigError, LLMAuthError, LLMError
 from cairn.core.redact import mask_url
 from cairn.llm.retries import (
     LONGEST_RETRY_AFTER,
+    after_retries,
     backoff,
     refuse_long_retry_after,
     retry_after,
     retryable,
+    timed_out,
 )
 from cairn.llm.types import (
     Block,
@@ -244,19 +246,12 @@ class AnthropicLLM:
 
     def _explain(self, exc: anthropic.AnthropicError | httpx2.HTTPError, model: str) -> str:
         """A message for a failed call that a person can act on."""
-        n = self.max_retries
-        retries = f"after {n} {'retry' if n == 1 else 'retries'}" if n else "without retrying"
+        retries = after_retries(self.max_retries)
         if isinstance(exc, anthropic.APITimeoutError):
-            return (
-                f"Anthropic did not answer within {self.timeout:g}s ({retries});"
-                " try again, or raise CAIRN_LLM_TIMEOUT"
-            )
+            return timed_out("Anthropic", self.timeout, retries)
         if isinstance(exc, httpx2.TimeoutException):
             # Raised while reading a stream, where the SDK no longer retries.
-            return (
-                f"Anthropic stopped sending mid-answer for more than {self.timeout:g}s;"
-                " try again, or raise CAIRN_LLM_TIMEOUT"
-            )
+            return timed_out("Anthropic", self.timeout)
         if isinstance(exc, anthropic.APIConnectionError):
             return (
                 f"could not reach the Anthropic API at {self._shown_url} ({retries}):"

@@ -26,7 +26,14 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from cairn.core.errors import ConfigError, LLMAuthError, LLMError
 from cairn.core.redact import mask_url
-from cairn.llm.retries import LONGEST_RETRY_AFTER, backoff, refuse_long_retry_after, retry_after
+from cairn.llm.retries import (
+    LONGEST_RETRY_AFTER,
+    after_retries,
+    backoff,
+    refuse_long_retry_after,
+    retry_after,
+    timed_out,
+)
 from cairn.llm.retries import retryable as _retryable
 from cairn.llm.types import (
     Block,
@@ -321,18 +328,11 @@ class OpenAILLM:
 
     def _explain(self, exc: openai.OpenAIError | httpx2.HTTPError, model: str) -> str:
         """A message for a failed call that a person can act on."""
-        n = self.max_retries
-        retries = f"after {n} {'retry' if n == 1 else 'retries'}" if n else "without retrying"
+        retries = after_retries(self.max_retries)
         if isinstance(exc, openai.APITimeoutError):
-            return (
-                f"{self._where} did not answer within {self.timeout:g}s ({retries});"
-                " try again, or raise CAIRN_LLM_TIMEOUT"
-            )
+            return timed_out(self._where, self.timeout, retries)
         if isinstance(exc, httpx2.TimeoutException):
-            return (
-                f"{self._where} stopped sending mid-answer for more than {self.timeout:g}s;"
-                " try again, or raise CAIRN_LLM_TIMEOUT"
-            )
+            return timed_out(self._where, self.timeout)
         if isinstance(exc, openai.APIConnectionError):
             return (
                 f"could not reach {self._where} ({retries}): {self._redact(str(exc))} Check the"

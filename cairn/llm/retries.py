@@ -13,7 +13,15 @@ import time
 
 import httpx2
 
-__all__ = ["LONGEST_RETRY_AFTER", "backoff", "refuse_long_retry_after", "retry_after", "retryable"]
+__all__ = [
+    "LONGEST_RETRY_AFTER",
+    "after_retries",
+    "backoff",
+    "refuse_long_retry_after",
+    "retry_after",
+    "retryable",
+    "timed_out",
+]
 
 LONGEST_RETRY_AFTER = 60.0
 """Seconds. A ``retry-after`` longer than this fails the call at once instead of stalling a reply;
@@ -59,3 +67,22 @@ def refuse_long_retry_after(headers: httpx2.Headers) -> None:
     wait = retry_after(headers)
     if wait is not None and wait > LONGEST_RETRY_AFTER:
         headers["x-should-retry"] = "false"
+
+
+def after_retries(n: int) -> str:
+    """How many times a failed call was retried, in words for its error message."""
+    return f"after {n} {'retry' if n == 1 else 'retries'}" if n else "without retrying"
+
+
+def timed_out(who: str, timeout: float, retries: str | None = None) -> str:
+    """The message for a call to ``who`` that timed out; ``retries`` None when it stopped
+    sending mid-answer (a stream, which the SDKs no longer retry)."""
+    if retries is None:
+        return (
+            f"{who} stopped sending mid-answer for more than {timeout:g}s;"
+            " try again, or raise CAIRN_LLM_TIMEOUT"
+        )
+    return (
+        f"{who} did not answer within {timeout:g}s ({retries});"
+        " try again, or raise CAIRN_LLM_TIMEOUT"
+    )
