@@ -100,7 +100,7 @@ def test_episodic_turns_are_never_merged(store: MemoryStore) -> None:
 
 @pytest.mark.parametrize(
     ("text", "error"),
-    [("", "empty"), ("bell\x07 rings", "control characters"), ("y" * 2001, "at most")],
+    [("", "empty"), ("bell\x07 rings", "control characters"), ("y" * 200_001, "at most")],
 )
 def test_invalid_memories_are_refused_with_a_clear_error(
     store: MemoryStore, text: str, error: str
