@@ -108,7 +108,7 @@ def measure(count: int, workdir: Path, embeddings: str = "none") -> ImportFigure
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def import_command(sizes: tuple[int, ...], embeddings: str, as_json: bool) -> None:
-    """Peak RSS of `cairn memory import` and `export` at each size (a flat line is the goal)."""
+    """Peak RSS of `cairn memory import` and `export` at each size (flat is the goal)."""
     with tempfile.TemporaryDirectory(prefix="cairn-bench-import-") as tmp:
         figures = [measure(n, Path(tmp), embeddings) for n in sizes]
     if as_json:

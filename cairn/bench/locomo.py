@@ -21,13 +21,14 @@ import json
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from cairn.core.errors import InvalidInput
 from cairn.core.settings import MemorySettings
 from cairn.db import Database
 from cairn.memory.embed import Embedder
@@ -247,3 +248,15 @@ def default_locomo() -> Path:
     """../shared/data/locomo beside the repository root (how CI lays it out)."""
     root = Path(__file__).resolve().parents[2]
     return root.parent / "shared" / "data" / "locomo"
+
+
+def conversation_files(folders: Sequence[Path]) -> list[tuple[str, Path]]:
+    """(set, file) of every conversation file in ``folders``, the set named by its folder.
+    Raises InvalidInput when a folder holds none."""
+    found = []
+    for folder in folders:
+        files = sorted(p for p in folder.glob("*.json") if p.is_file())
+        if not files:
+            raise InvalidInput(f"no conversation files (*.json) in {folder}")
+        found += [(folder.name, path) for path in files]
+    return found

@@ -22,6 +22,7 @@ import click
 from cairn.bench.locomo import (
     CATEGORIES,
     _scratch_store,
+    conversation_files,
     default_sets,
     evidence_of,
     store_conversation,
@@ -88,18 +89,6 @@ class RecallReport:
             "sets": sets,
             "latency_ms": percentiles(self.latencies_ms),
         }
-
-
-def conversation_files(folders: Sequence[Path]) -> list[tuple[str, Path]]:
-    """(set, file) of every conversation file in ``folders``, the set named by its folder.
-    Raises InvalidInput when a folder holds none."""
-    found = []
-    for folder in folders:
-        files = sorted(p for p in folder.glob("*.json") if p.is_file())
-        if not files:
-            raise InvalidInput(f"no conversation files (*.json) in {folder}")
-        found += [(folder.name, path) for path in files]
-    return found
 
 
 def run_recall(

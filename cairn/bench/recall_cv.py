@@ -23,7 +23,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cairn.bench.locomo import CATEGORIES, _scratch_store, evidence_of, store_conversation
+from cairn.bench.locomo import (
+    CATEGORIES,
+    _scratch_store,
+    conversation_files,
+    evidence_of,
+    store_conversation,
+)
 from cairn.core.errors import InvalidInput
 from cairn.core.settings import MemorySettings
 from cairn.memory.embed import Embedder
@@ -146,8 +152,6 @@ def run_cross_validation(
     """Store every conversation in ``data`` (a folder, or several: one set each) once, score
     each question under the defaults and every grid point. Raises InvalidInput when there are
     fewer than two conversations."""
-    from cairn.bench.memory import conversation_files
-
     files = conversation_files([data] if isinstance(data, Path) else data)
     if len(files) < 2:
         raise InvalidInput("--cv needs at least two conversation files")

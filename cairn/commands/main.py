@@ -312,7 +312,7 @@ def show_config(as_json: bool) -> None:
     lazy={
         "recall": (
             "cairn.bench.memory:bench_recall",
-            "Recall@k of cairn's memory and four baselines on LoCoMo conversations.",
+            "Recall@k of cairn's memory and four baselines on LoCoMo and real-chat conversations.",
         ),
         "scale": (
             "cairn.bench.memory:bench_scale",
@@ -351,7 +351,7 @@ def show_config(as_json: bool) -> None:
         ),
         "import": (
             "cairn.bench.imports:import_command",
-            "Peak RSS of `memory import` and `memory export` at 20,000 and 200,000 records.",
+            "Peak RSS of `cairn memory import` and `export` at each size (flat is the goal).",
         ),
     },
 )

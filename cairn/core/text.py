@@ -36,9 +36,9 @@ def clean_text(text: str) -> str:
 def pieces(text: str, limit: int) -> list[str]:
     """``text`` cut into pieces of at most ``limit`` characters, each as long as it can be,
     cut at a paragraph or a sentence's end where there is one in its second half, else after a
-    clause, else at a space, else (a run of ``limit`` characters without one) mid-word. The pieces, stripped,
-    joined by single spaces, say what ``text`` said; a text within ``limit`` is one piece.
-    Raises ValueError when ``limit`` is under 1."""
+    clause, else at a space, else (a run of ``limit`` characters without one) mid-word. The
+    pieces, stripped, joined by single spaces, say what ``text`` said; a text within ``limit``
+    is one piece. Raises ValueError when ``limit`` is under 1."""
     if limit < 1:
         raise ValueError("a piece holds at least one character")
     rest = text.strip()

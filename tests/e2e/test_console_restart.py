@@ -26,6 +26,14 @@ def _pending(home: Path) -> int:
     return int(count)
 
 
+def _taken_in(home: Path) -> bool:
+    """Whether the run has queued its one message (False while its database is being made)."""
+    try:
+        return (home / "cairn.db").exists() and _pending(home) == 1
+    except sqlite3.OperationalError:  # the file is there, its tables not yet
+        return False
+
+
 def test_the_reply_to_a_message_a_killed_run_took_in_is_shown_by_the_next_run(
     tmp_path: Path,
 ) -> None:
@@ -44,7 +52,7 @@ def test_the_reply_to_a_message_a_killed_run_took_in_is_shown_by_the_next_run(
         first.stdin.write(b"remember the deploy window is friday\n")
         first.stdin.flush()
         deadline = time.monotonic() + 60
-        while not ((home / "cairn.db").exists() and _pending(home) == 1):
+        while not _taken_in(home):
             assert time.monotonic() < deadline, "the first run never took the message in"
             time.sleep(0.05)
         os.killpg(first.pid, signal.SIGKILL)  # mid-turn: the model is still thinking
