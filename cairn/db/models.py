@@ -32,6 +32,7 @@ __all__ = [
     "ContextCheckpoint",
     "ContextTelemetry",
     "DeadLetter",
+    "Erasure",
     "EventKind",
     "EventStatus",
     "MemoReceipt",
@@ -561,3 +562,19 @@ class DeadLetter(SQLModel, table=True):
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
     replayed_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+
+
+class Erasure(SQLModel, table=True):
+    """A person erased on request (``cairn memory erase``, docs/adr/0043): who was erased,
+    by whom, when, and how many rows of each kind went; never anything they said."""
+
+    __tablename__ = "erasure"
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant_id: str = Field(default="", max_length=TENANT_CHARS)  # "": every tenant
+    person: str = Field(max_length=USER_CHARS)
+    erased_by: str = Field(max_length=USER_CHARS)
+    counts: dict[str, Any] = _json()
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
+    )
