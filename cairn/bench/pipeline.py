@@ -25,10 +25,15 @@ CAIRN_EMBEDDINGS and CAIRN_EMBEDDING_ENGINE are taken from the environment; no o
 from __future__ import annotations
 
 import json
+import random
+import resource
+import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,6 +50,8 @@ from cairn.core.errors import CairnError
 from cairn.core.settings import load_settings
 from cairn.core.stats import percentiles
 from cairn.db.models import EventKind, EventStatus, OutboundMessage, SessionEvent
+from cairn.memory import Scope, Visibility
+from cairn.runtime import build_runtime
 from cairn.sessions.events import ChatEvent
 
 __all__ = ["PipelineFigures", "bench_pipeline", "run_mode"]
@@ -65,6 +72,12 @@ class PipelineFigures:
     sustained_per_s: float = 0.0  # the throughput of the paced run
     # Where the latency run's time went: per place and stage, p50/p95 ms (cairn.core.stages).
     stages_ms: dict[str, Any] = field(default_factory=dict)
+    turn: str = "light"
+    memories: int = 0  # seeded in each run's tenant before the load
+    peak_rss_mb: float = 0.0  # the largest peak RSS of a process doing the memory work
+
+
+_RUNS = ("flood", "paced")  # each run's tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +102,19 @@ def run_mode(
     senders: int = 1,
     rate: float = 0.0,
     unique: bool = False,
+    turn: str = "light",
+    memories: int = 0,
+    seed: bool = True,
     timeout: float = 600.0,
 ) -> PipelineFigures:
     """Send ``threads`` x ``messages`` messages from ``senders`` concurrent senders as fast as
     they can, then (when ``rate`` > 0) as many again at ``rate`` messages/s in all, and measure
-    how they came back."""
+    how they came back.
+
+    ``turn`` "light" sends chat statements; "full" mixes them with "remember that ..." (a
+    memory written) and questions (a recall tool call and a second model round), all unique
+    texts. ``memories`` are seeded in each run's tenant first, visible to its threads (unless
+    ``seed`` is False: ``home`` holds them already, from :func:`seed_home`)."""
     # The bench's own settings, except which embedding model runs and how (from the caller's).
     own = {}
     if broker_url:
@@ -106,6 +127,8 @@ def run_mode(
     overrides = {k: v for k, v in env.items() if k.startswith("CAIRN_")}
     settings = load_settings(**overrides)
     procs: list[subprocess.Popen[bytes]] = []
+    if memories and seed:
+        seed_home(home, memories)
     stages.record_to(timings)  # this process: the frontend's side, and in-process workers
     pipeline = Pipeline.open(settings)
     try:
@@ -114,10 +137,13 @@ def run_mode(
         deadline = time.monotonic() + timeout
         load = (threads, messages, senders)
         read: dict[str, int] = {}
-        runs = [_run(pipeline, "flood", *load, rate=0.0, unique=unique, deadline=deadline)]
+        texts = _full_text if turn == "full" else _text if unique else _repeated_text
+        flood, paced = _RUNS
+        runs = [_run(pipeline, flood, *load, rate=0.0, texts=texts, deadline=deadline)]
         stages.read(timings, skip=read)  # the flood's lines: what follows is the paced run's
         if rate:
-            runs.append(_run(pipeline, "paced", *load, rate=rate, unique=unique, deadline=deadline))
+            runs.append(_run(pipeline, paced, *load, rate=rate, texts=texts, deadline=deadline))
+        rss = max([_peak_rss_mb(p.pid) for p in procs] or [_peak_rss_mb(None)])
         return PipelineFigures(
             messages=threads * messages,
             messages_per_s=runs[0].messages_per_s,
@@ -128,6 +154,9 @@ def run_mode(
             latency_at_per_s=rate,
             sustained_per_s=runs[-1].messages_per_s,
             stages_ms=stages.summary(stages.read(timings, skip=read)),
+            turn=turn,
+            memories=memories,
+            peak_rss_mb=rss,
         )
     finally:
         stop_workers(procs)
@@ -143,7 +172,7 @@ def _run(
     senders: int,
     *,
     rate: float,
-    unique: bool,
+    texts: Callable[[str, int, int], str],
     deadline: float,
 ) -> _Run:
     """One run, in a tenant (and so in sessions) of its own."""
@@ -158,7 +187,7 @@ def _run(
                 range(k, threads, senders),
                 messages,
                 rate / senders,
-                unique,
+                texts,
             )
             for k in range(senders)
         ]
@@ -171,7 +200,12 @@ def _run(
 
 
 def _send(
-    pipeline: Pipeline, tenant: str, threads: range, messages: int, rate: float, unique: bool
+    pipeline: Pipeline,
+    tenant: str,
+    threads: range,
+    messages: int,
+    rate: float,
+    texts: Callable[[str, int, int], str],
 ) -> None:
     # Paced (rate > 0): message n leaves at start + n / rate, late ones at once (an open
     # loop, like people writing, so latency is measured below saturation, not queueing).
@@ -189,7 +223,7 @@ def _send(
                     channel="bench",
                     thread=f"t{t}",
                     user="bench",
-                    text=_text(tenant, t, m) if unique else f"hello {m}",
+                    text=texts(tenant, t, m),
                     event_id=uuid.uuid4().hex,
                 )
             )
@@ -201,6 +235,88 @@ def _text(tenant: str, thread: int, message: int) -> str:
     return (
         f"{tenant} {thread}.{message}: the nightly deploy of service {thread} is done, canary fine"
     )
+
+
+def _repeated_text(tenant: str, thread: int, message: int) -> str:
+    return f"hello {message}"  # the same in every thread: embeddings come from the cache
+
+
+def _full_text(tenant: str, thread: int, message: int) -> str:
+    # A whole turn's mix: a fact to remember (a memory written: gate, embedding, checks), a
+    # question (a recall tool call, then a second model round) and a statement.
+    kind = message % 3
+    if kind == 0:
+        return (
+            f"remember that service {thread}-{message} of {tenant} deploys from runner "
+            f"{thread % 7} after the {message}th canary"
+        )
+    if kind == 1:
+        return f"what do you know about service {thread}-{message - 1} and its runner?"
+    return _text(tenant, thread, message)
+
+
+def seed_home(home: Path, count: int) -> None:
+    """``count`` memories in each run's tenant of a bench home, visible to the bench's channel,
+    written by a child process (so that this one's peak RSS is the message path's alone) before
+    any worker opens the store (the embedded vector folder admits one process)."""
+    code = "import sys; from cairn.bench.pipeline import _seed; _seed(int(sys.argv[1]))"
+    done = subprocess.run(  # noqa: S603 (our interpreter and a number: no input)
+        [sys.executable, "-c", code, str(count)],
+        env=bench_env(home, {}),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode:
+        raise CairnError(f"seeding {count} memories failed: {done.stderr.strip()[-2000:]}")
+
+
+def _seed(count: int) -> None:
+    settings = load_settings()
+    rt = build_runtime(settings, index=True)
+    try:
+        rng = random.Random(7)
+        pool = [" ".join(rng.choice(_SEED_WORDS) for _ in range(10)) for _ in range(256)]
+        embedder = rt.memory.embedder
+        vectors = embedder.embed(pool) if embedder is not None else None
+        for tenant in _RUNS:
+            scope = Scope(tenant, settings.agent, "bench")
+            for n in range(count):
+                rt.memory.remember(
+                    f"{pool[n % len(pool)]} #{n}",
+                    scope,
+                    kind="episode",
+                    visibility=Visibility.TEAM,
+                    flush=False,
+                    vector=vectors[n % len(pool)] if vectors is not None else None,
+                )
+                if n % 2000 == 1999:
+                    rt.memory.flush_outbox(limit=2000)
+            rt.memory.flush_outbox(limit=count + 1)
+        rt.memory.optimize_index()
+    finally:
+        rt.close()
+
+
+_SEED_WORDS = (  # noqa: SIM905 - a word list reads best as one string
+    "deploy release staging database backup runner cache queue incident rollback vpn dns "
+    "certificate token grafana alert pager rotation kubernetes node pod cluster migration "
+    "schema index latency budget outage freeze review ticket customer invoice region replica"
+).split()
+
+
+def _peak_rss_mb(pid: int | None) -> float:
+    """The peak resident set of process ``pid`` (None: this one), in MB; 0 if unknown."""
+    if pid is None:
+        return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
+    except OSError:
+        return 0.0
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
 
 
 def _pending(pipeline: Pipeline) -> int:
@@ -263,6 +379,8 @@ def bench_pipeline(
     senders: int = 1,
     rate: float = 200.0,
     unique: bool = False,
+    turn: str = "light",
+    memories: int = 0,
 ) -> dict[str, Any]:
     """Both modes, side by side, each on a fresh CAIRN_HOME (SQLite) and a flushed Redis DB."""
     client = redis.Redis.from_url(redis_url)
@@ -271,19 +389,26 @@ def bench_pipeline(
     except redis.RedisError as exc:
         raise CairnError(f"cannot use Redis at {redis_url} for the benchmark: {exc}") from exc
     results: dict[str, Any] = {}
-    for mode, broker in (("redis", redis_url), ("inprocess", None)):
-        with tempfile.TemporaryDirectory(prefix=f"cairn-bench-{mode}-") as home:
-            figures = run_mode(
-                threads=threads,
-                messages=messages,
-                workers=workers,
-                broker_url=broker,
-                home=Path(home),
-                senders=senders,
-                rate=rate,
-                unique=unique,
-            )
-            results[mode] = asdict(figures)
+    with tempfile.TemporaryDirectory(prefix="cairn-bench-seeded-") as seeded:
+        if memories:
+            seed_home(Path(seeded), memories)  # once, copied into each mode's home
+        for mode, broker in (("redis", redis_url), ("inprocess", None)):
+            with tempfile.TemporaryDirectory(prefix=f"cairn-bench-{mode}-") as home:
+                shutil.copytree(seeded, home, dirs_exist_ok=True)
+                figures = run_mode(
+                    threads=threads,
+                    messages=messages,
+                    workers=workers,
+                    broker_url=broker,
+                    home=Path(home),
+                    senders=senders,
+                    rate=rate,
+                    unique=unique,
+                    turn=turn,
+                    memories=memories,
+                    seed=False,
+                )
+                results[mode] = asdict(figures)
     client.flushdb()
     return results
 
@@ -332,6 +457,22 @@ def bench_pipeline(
     "texts repeat and embeddings come from the cache, leaving the model out like the LLM).",
 )
 @click.option(
+    "--turn",
+    type=click.Choice(["light", "full"]),
+    default="light",
+    show_default=True,
+    help="light: chat statements. full: a whole turn's mix, every text unique: facts to "
+    "remember (a memory written), questions (recall, a tool call, a second model round) and "
+    "statements.",
+)
+@click.option(
+    "--memories",
+    default=0,
+    type=click.IntRange(min=0, max=1_000_000),
+    show_default=True,
+    help="Memories seeded in each run's home before the load, visible to its threads.",
+)
+@click.option(
     "--redis-url",
     default="redis://127.0.0.1:6379/14",
     show_default=True,
@@ -345,6 +486,8 @@ def pipeline_command(
     senders: int,
     rate: float,
     unique: bool,
+    turn: str,
+    memories: int,
     redis_url: str,
     as_json: bool,
 ) -> None:
@@ -359,14 +502,26 @@ def pipeline_command(
     the embedding model on every message). Where the latency run's time went is shown per
     stage (p50/p95 ms per message): on the frontend, the gate, ingest (validation and the
     durable log) and enqueue; in the worker, time queued, claim (lock and read), context
-    (resume and compile), recall, model (with streaming), tools, stream and outbox. Example:
+    (resume and compile), recall, model (with streaming), tools, stream and outbox. --turn
+    full makes the turn a whole one (memories written and recalled, tool calls, the context
+    engine), on a home seeded with --memories; the peak RSS of the process that holds the
+    memory is printed. Example:
       cairn bench pipeline --threads 50 --messages 4 --json
+      cairn bench pipeline --turn full --memories 10000 --threads 50 --messages 6
       cairn bench pipeline --rate 100    # latency at 100 msg/s offered
       cairn bench pipeline --unique      # with the embedding model on every message
     """
     try:
         results = bench_pipeline(
-            threads, messages, workers, redis_url, senders=senders, rate=rate, unique=unique
+            threads,
+            messages,
+            workers,
+            redis_url,
+            senders=senders,
+            rate=rate,
+            unique=unique,
+            turn=turn,
+            memories=memories,
         )
     except CairnError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -386,6 +541,10 @@ def pipeline_command(
             f"latency {paced}p50 {lat['p50']:.1f} ms  p95 {lat['p95']:.1f} ms  "
             f"p99 {lat['p99']:.1f} ms  order violations {figures['order_violations']}  "
             f"lost {figures['lost']}  duplicated {figures['duplicated']}"
+        )
+        click.echo(
+            f"{'':<10} turn {figures['turn']}, {figures['memories']} memories seeded, "
+            f"peak RSS {figures['peak_rss_mb']:.0f} MB"
         )
         for place, stages_ms in figures["stages_ms"].items():
             shown = "  ".join(

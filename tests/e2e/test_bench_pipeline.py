@@ -10,7 +10,7 @@ import pytest
 from sqlmodel import Session, create_engine, select
 
 from cairn.bench.pipeline import run_mode
-from cairn.db.models import EventKind, SessionEvent
+from cairn.db.models import EventKind, MemoryRow, SessionEvent
 from tests.e2e.test_faults import CAIRN
 
 
@@ -86,3 +86,34 @@ def test_texts_repeat_unless_unique_asks_for_the_embedding_model(
         assert all("deploy" in text and not text.endswith("?") for text in texts)
     else:
         assert sorted(set(texts)) == ["hello 0", "hello 1"]
+
+
+def test_a_full_turn_on_a_seeded_home_writes_and_recalls_memories(tmp_path: Path) -> None:
+    # In-process: 2 threads x 3 messages (a fact, a question about it, a statement), flooded
+    # then paced, on a home seeded with 40 memories in each run's tenant.
+    figures = run_mode(
+        threads=2,
+        messages=3,
+        workers=1,
+        broker_url=None,
+        home=tmp_path,
+        rate=50,
+        turn="full",
+        memories=40,
+    )
+    assert (figures.lost, figures.duplicated, figures.order_violations) == (0, 0, 0)
+    assert (figures.turn, figures.memories) == ("full", 40)
+    assert figures.peak_rss_mb > 50
+    worker = figures.stages_ms["worker"]
+    assert {"recall", "model", "tools", "outbox"} <= set(worker)  # the question's tool call
+    engine = create_engine(f"sqlite:///{tmp_path / 'cairn.db'}")
+    with Session(engine) as s:
+        rows = s.exec(select(MemoryRow.tenant_id, MemoryRow.kind, MemoryRow.text)).all()
+    engine.dispose()
+    for tenant in ("flood", "paced"):
+        seeded = [
+            r for r in rows if r[0] == tenant and r[2].endswith(tuple(f"#{n}" for n in range(40)))
+        ]
+        assert len(seeded) == 40
+        facts = [r for r in rows if r[0] == tenant and "deploys from runner" in r[2]]
+        assert len(facts) == 2  # one "remember that ..." per thread
