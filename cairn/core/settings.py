@@ -490,6 +490,10 @@ class Settings(BaseModel):
     min_free_mb: int = Field(default=100, ge=0, le=10_000_000)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     reply_timeout: float = Field(default=180.0, gt=0)
+    # Seconds `cairn chat` waits at /quit or the end of its input for replies still owed (a
+    # turn that outlived CAIRN_REPLY_TIMEOUT, or one a previous run left); then it leaves and
+    # says so, and the next run shows them (docs/adr/0037).
+    quit_timeout: float = Field(default=60.0, gt=0, le=86_400)
     confirm_emoji: list[str] = ["white_check_mark", "heavy_check_mark"]
     retract_emoji: list[str] = ["x", "wastebasket", "no_entry_sign"]
     useful_emoji: list[str] = ["+1", "heart", "tada"]
