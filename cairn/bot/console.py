@@ -97,6 +97,12 @@ class Console:
         # pending (docs/adr/0037): one line at a time.
         self._writing = threading.RLock()
         self._done = threading.Event()
+        # Replies still owed: the events whose answer was not shown yet (their wait timed out,
+        # or a previous run left them pending), with their thread when known. /quit and the
+        # end of input wait for them (CAIRN_QUIT_TIMEOUT).
+        self._owed: dict[int, str | None] = {}
+        self._owed_lock = threading.Lock()
+        self.abandoned = 0  # replies given up on at the end (shown by the next run)
 
     @property
     def tenant(self) -> str:
@@ -124,15 +130,17 @@ class Console:
             except CairnError as exc:
                 failures += 1
                 self._emit("error", str(exc))
+            self._show_owed_ready()
             if self.interactive:
                 self._prompt()
         if self.state.paste is not None:
             self._emit("error", "input ended inside /paste; that message was not sent")
             failures += 1
         if follower is not None:
-            # A script ends when its input does: the replies a previous run owed come first.
-            follower.join(self.rt.settings.reply_timeout if not self.interactive else 0.0)
             self._done.set()
+            follower.join()
+        if not self._settle():
+            failures += 1
         return 1 if failures and not self.interactive else 0
 
     def handle(self, line: str) -> bool:
@@ -298,6 +306,8 @@ class Console:
                     self._thinking(shown=True)
             if time.monotonic() > deadline:
                 self._thinking(shown=False)
+                with self._owed_lock:
+                    self._owed[event_row] = self.state.thread
                 raise CairnError(
                     f"no answer within {self.rt.settings.reply_timeout:.0f}s "
                     "(CAIRN_REPLY_TIMEOUT); is a worker running? It will be shown when it comes."
@@ -308,15 +318,16 @@ class Console:
         self._thinking(shown=False)
         return self._deliver(cause=event_row, quiet_kinds=quiet_kinds or set())
 
-    def _follow(self, cause: int, wait: float) -> None:
-        """Show the pieces of ``cause``'s answer written so far, waiting up to ``wait`` for the
-        first; without a subscription, just wait."""
+    def _follow(self, cause: int | Iterable[int], wait: float) -> None:
+        """Show the pieces of ``cause``'s answer (or of several causes') written so far,
+        waiting up to ``wait`` for the first; without a subscription, just wait."""
         if self._pieces is None:
             time.sleep(wait)
             return
+        causes = {cause} if isinstance(cause, int) else set(cause)
         piece = self._pieces.get(wait)
         while piece is not None:
-            if piece.cause == cause:
+            if piece.cause in causes:
                 self._show_piece(piece)
             piece = self._pieces.get(0.0)
 
@@ -346,6 +357,10 @@ class Console:
         self.out.write(printable(piece.text))
         self.out.flush()
         self._streamed[piece.cause] = shown + piece.text
+
+    def _ready(self, causes: Iterable[int]) -> list[int]:
+        """Those of ``causes`` that have been handled."""
+        return self._patiently(lambda: [c for c in causes if self._handled(c)])
 
     def _handled(self, event_row: int) -> bool:
         row = self.pipeline.log.event(event_row)
@@ -443,13 +458,75 @@ class Console:
         return [int(r) for r in rows if r is not None]
 
     def _show_when_handled(self, causes: list[int]) -> None:
-        waiting = sorted(causes)
-        deadline = time.monotonic() + self.rt.settings.reply_timeout
-        while waiting and not self._done.is_set() and time.monotonic() < deadline:
-            for cause in self._patiently(lambda: [c for c in waiting if self._handled(c)]):
-                waiting.remove(cause)
+        """Show each recovered cause's replies once it is handled, until the console ends;
+        those not shown by then are left in ``_owed`` for :meth:`_settle`."""
+        with self._owed_lock:
+            self._owed.update(dict.fromkeys(causes))
+        while not self._done.is_set():
+            with self._owed_lock:
+                recovered = [c for c in causes if c in self._owed]
+            if not recovered:
+                return
+            for cause in self._ready(recovered):
+                with self._owed_lock:
+                    self._owed.pop(cause, None)
                 self._deliver(cause=cause, quiet_kinds=set())
             self._done.wait(0.1)
+
+    def _show_owed_ready(self) -> None:
+        """Show the replies owed whose events have been handled since (between two lines)."""
+        with self._owed_lock:
+            owed = list(self._owed)
+        if not owed:
+            return
+        for cause in self._ready(owed):
+            with self._owed_lock:
+                self._owed.pop(cause, None)
+            self._deliver(cause=cause, quiet_kinds=set())
+
+    def _settle(self) -> bool:
+        """At /quit or the end of input: wait up to CAIRN_QUIT_TIMEOUT for the replies still
+        owed, showing each as it comes; False (after saying so, and counting them in
+        ``abandoned``) when some did not come in time or Ctrl-C cut the wait short.
+
+        A reply given up on is not lost: it stays in the outbox (or its message pending),
+        and the next ``cairn chat`` shows it.
+        """
+        with self._owed_lock:
+            owed = dict(self._owed)
+        if not owed:
+            return True
+        limit = self.rt.settings.quit_timeout
+        self._status(
+            f"waiting up to {limit:g}s (CAIRN_QUIT_TIMEOUT) for {_replies(len(owed))} "
+            "still owed" + (": Ctrl-C leaves now" if self.interactive else "")
+        )
+        deadline = time.monotonic() + limit
+        try:
+            while owed and time.monotonic() < deadline:
+                for cause in self._ready(owed):
+                    self._follow(cause, 0.0)
+                    del owed[cause]
+                    self._deliver(cause=cause, quiet_kinds=set())
+                if owed:
+                    self._follow(owed, min(0.1, max(0.0, deadline - time.monotonic())))
+        except KeyboardInterrupt:
+            pass
+        self._thinking(shown=False)
+        if not owed:
+            return True
+        self.abandoned = len(owed)
+        threads = sorted({t for t in owed.values() if t is not None})
+        where = f" in thread {', '.join(threads)}" if threads else ""
+        self._emit(
+            "error",
+            f"gave up after {limit:g}s (CAIRN_QUIT_TIMEOUT) waiting for "
+            f"{_replies(len(owed))}{where}; leaving without "
+            f"{'it' if len(owed) == 1 else 'them'}: the next `cairn chat` shows "
+            f"{'it' if len(owed) == 1 else 'them'}",
+            owed=sorted(owed),
+        )
+        return False
 
     # --- output -------------------------------------------------------------------------
 
@@ -492,6 +569,10 @@ class Console:
             self._thinking_shown = shown
             self.err.write("  (thinking...)" if shown else "\r\033[K")
             self.err.flush()
+
+
+def _replies(count: int) -> str:
+    return "1 reply" if count == 1 else f"{count} replies"
 
 
 def _login_name() -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from importlib.metadata import version
@@ -116,6 +117,13 @@ def chat(thread: str, user: str | None, agent: str | None, as_json: bool, stream
                 stream=stream,
             )
             code = console.run(_lines())
+            if console.abandoned and not settings.broker_url:
+                # Closing would wait for the turns still running here as long as they take:
+                # the console gave up on them, so leave as a crash would. Their messages stay
+                # pending, and the next run takes them again and shows the replies.
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
         finally:
             pipeline.close()
     sys.exit(code)
