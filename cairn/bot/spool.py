@@ -36,7 +36,7 @@ from cairn.core.errors import StorageError
 from cairn.core.gate import gated_data
 from cairn.core.settings import Settings
 
-__all__ = ["Spool", "SpoolError", "Spooled", "spool_folder"]
+__all__ = ["Spool", "SpoolError", "Spooled", "forget_in_spools", "spool_folder"]
 
 log = logging.getLogger(__name__)
 
@@ -224,3 +224,59 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
             if isinstance(payload, dict):
                 records.append(payload)
     return records
+
+
+def _mentions(value: Any, person: str) -> bool:
+    """Whether ``person`` is a string anywhere in ``value`` (a record's author, a mention)."""
+    if isinstance(value, str):
+        return value == person
+    if isinstance(value, dict):
+        return any(_mentions(v, person) for v in value.values())
+    if isinstance(value, list):
+        return any(_mentions(v, person) for v in value)
+    return False
+
+
+def forget_in_spools(home: Path, person: str, *, dry_run: bool = False) -> tuple[int, int]:
+    """Take every record that names ``person`` out of the spool segments under ``home``
+    (erasure on request, docs/adr/0043); returns (records removed, segments skipped).
+
+    A segment a running frontend holds is skipped (it is counted): its records are in the
+    event log once done, and it is emptied then; erase again after that frontend stops.
+    Each other segment is rewritten without those records, through a new file put in place.
+    """
+    removed = skipped = 0
+    for path in sorted((home / "spool").glob(f"*/*{_SUFFIX}")):
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                skipped += 1
+                continue
+            kept: list[bytes] = []
+            gone = 0
+            with path.open("rb") as segment:
+                for line in segment:
+                    try:
+                        named = _mentions(json.loads(line), person)
+                    except ValueError:
+                        named = person.encode() in line  # torn or unreadable: by its bytes
+                    if named:
+                        gone += 1
+                    else:
+                        kept.append(line)
+            removed += gone
+            if gone and not dry_run:
+                fresh = path.with_suffix(".erasing")
+                with fresh.open("wb") as out:
+                    out.write(b"".join(kept))
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(fresh, path)
+        finally:
+            os.close(fd)
+    return removed, skipped

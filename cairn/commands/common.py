@@ -16,7 +16,15 @@ from cairn.core.errors import CairnError, ConfigError, InvalidInput
 from cairn.core.redact import mask_urls
 from cairn.core.settings import Settings, get_settings
 
-__all__ = ["Bounded", "LazyGroup", "cli_errors", "load_settings", "name_checker"]
+__all__ = [
+    "Bounded",
+    "IntList",
+    "LazyGroup",
+    "cli_errors",
+    "load_settings",
+    "name_checker",
+    "tenant_checked",
+]
 
 
 class Bounded(click.ParamType[int]):
@@ -33,6 +41,31 @@ class Bounded(click.ParamType[int]):
             return bounded_int(value, self.what, low=self.low, high=self.high)
         except InvalidInput as exc:
             self.fail(str(exc), param, ctx)
+
+
+class IntList(click.ParamType[tuple[int, ...]]):
+    """Comma-separated whole numbers, each from ``low`` to ``high`` (cut-offs, sizes,
+    budgets), as a sorted tuple without repeats; anything else is a usage error naming the
+    option and the bounds."""
+
+    name = "numbers"
+
+    def __init__(self, what: str, low: int, high: int) -> None:
+        self.what, self.low, self.high = what, low, high
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[int, ...]:
+        if isinstance(value, tuple):
+            return value
+        parts = [p for p in str(value).split(",") if p.strip()]
+        if not parts:
+            self.fail(f"{self.what} needs at least one number", param, ctx)
+        try:
+            numbers = {bounded_int(p, self.what, low=self.low, high=self.high) for p in parts}
+        except InvalidInput as exc:
+            self.fail(f"{exc} (comma-separated, like {self.low},{self.low * 2})", param, ctx)
+        return tuple(sorted(numbers))
 
 
 class LazyGroup(click.Group):
@@ -124,3 +157,16 @@ def name_checker(field: str) -> Callable[[click.Context, click.Parameter, Any], 
             raise click.BadParameter(str(exc), ctx, param) from exc
 
     return check
+
+
+def tenant_checked(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A click callback for ``--tenant``: the value, or None when the option was not given;
+    an empty or malformed one is refused (never read as "the default")."""
+    from cairn.memory.portable import checked_tenant
+
+    if value is None:
+        return None
+    try:
+        return checked_tenant(value)
+    except CairnError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from exc

@@ -17,8 +17,9 @@ from typing import Any, TypeVar
 
 import click
 
-from cairn.commands.common import Bounded, name_checker
-from cairn.core.errors import InvalidInput, NotFound
+from cairn.commands.common import Bounded, name_checker, tenant_checked
+from cairn.commands.erase import memory_erase
+from cairn.core.errors import NotFound
 from cairn.core.progress import progress_bar
 from cairn.memory.records import MEMORY_KINDS, Memory, memory_status
 from cairn.memory.scope import Scope
@@ -49,20 +50,8 @@ def scoped_runtime(
             rt.close()
 
 
-def _tenant(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A --tenant value, refused when empty or malformed (never read as "the default")."""
-    from cairn.memory.portable import checked_tenant
-
-    if value is None:
-        return None
-    try:
-        return checked_tenant(value)
-    except InvalidInput as exc:
-        raise click.BadParameter(str(exc), ctx, param) from exc
-
-
 def tenant_option(help: str, *, required: bool = False) -> Callable[[_Command], _Command]:
-    return click.option("--tenant", required=required, callback=_tenant, help=help)
+    return click.option("--tenant", required=required, callback=tenant_checked, help=help)
 
 
 def _scope_options(fn: Any) -> Any:
@@ -121,6 +110,7 @@ def memory() -> None:
       cairn memory export --tenant console > console.jsonl
       cairn memory import console.jsonl
       cairn memory gc --tenant console --dry-run
+      cairn memory erase --person U0123ABCD --dry-run
       cairn memory doctor
     """
 
@@ -536,3 +526,6 @@ def memory_doctor(repair: bool, as_json: bool) -> None:
                 click.echo("run `cairn memory doctor --repair` to bring the index in step")
         if not healthy:
             sys.exit(1)
+
+
+memory.add_command(memory_erase)
