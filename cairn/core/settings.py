@@ -454,6 +454,14 @@ class WorkerSettings(BaseModel):
     # How long a task waits for a busy session before leaving it to the lock's holder (which
     # looks for pending events again after releasing it); 0 means one attempt.
     lock_wait: float = Field(default=0.0, ge=0)
+    # Retention (docs/adr/0043): upkeep deletes session logs idle for longer than this many
+    # days, and episodes (imported or remembered turns) older than this; unset keeps them.
+    # Facts, decisions and the other kinds of memory, and confirmed episodes, are kept.
+    retention_session_days: float | None = Field(default=None, gt=0)
+    retention_episode_days: float | None = Field(default=None, gt=0)
+    # A person whose account is deleted (Slack user_change with deleted=true) or deactivated
+    # (Matrix) is erased as `cairn memory erase --person` does.
+    erase_departed: bool = False
 
 
 class Settings(BaseModel):
