@@ -28,6 +28,7 @@ from cairn.bench.cost import (
 )
 from cairn.bench.opsgen import Fact, GeneratedTurn, generate_thread
 from cairn.bench.plots import plot_locomo, plot_thread, require_plotting
+from cairn.commands.common import IntList
 from cairn.core.settings import ContextSettings, LlmSettings, Settings
 from cairn.core.stats import percentiles
 from cairn.core.tokens import count_tokens
@@ -195,25 +196,14 @@ def _drive(
     return figures
 
 
-def _budgets(text: str | None, default: str) -> tuple[int, ...]:
-    from cairn.core.errors import InvalidInput
-
-    try:
-        values = tuple(sorted({int(b) for b in (text or default).split(",") if b.strip()}))
-    except ValueError as exc:
-        raise InvalidInput(f"--budget takes comma-separated numbers (got {text!r})") from exc
-    if not values or min(values) < 1000:
-        raise InvalidInput("--budget needs budgets of 1000 tokens or more")
-    return values
-
-
 @click.command("context")
 @click.option("--turns", default=300, show_default=True, type=click.IntRange(50, 5000),
               help="Messages in the generated thread.")  # fmt: skip
-@click.option("--budget", "budget_text", default=None,
+@click.option("--budget", "budgets", default=None, type=IntList("a token budget", 1000, 1_000_000),
               help="Token budget of each prompt; comma-separated with --locomo "
                    "[default: 30000, or 4000,8000,16000 with --locomo].")  # fmt: skip
-@click.option("--seed", default=7, show_default=True, help="Seed of the generated thread.")
+@click.option("--seed", default=7, show_default=True, type=click.IntRange(0, 2**32 - 1),
+              help="Seed of the generated thread.")  # fmt: skip
 @click.option("--locomo", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=None,
               help="Replay the LoCoMo conversations in this folder instead.")  # fmt: skip
@@ -226,7 +216,7 @@ def _budgets(text: str | None, default: str) -> tuple[int, ...]:
 @click.option("--json", "as_json", is_flag=True, help='Print {"engine": ..., "classic": ...}.')
 def bench_context(
     turns: int,
-    budget_text: str | None,
+    budgets: tuple[int, ...] | None,
     seed: int,
     locomo: Path | None,
     questions: int | None,
@@ -276,11 +266,11 @@ def bench_context(
         system = SYSTEM_FRAME.format(agent="cairn")
         if locomo is not None:
             _locomo_command(
-                locomo, _budgets(budget_text, "4000,8000,16000"), system, prices, minimum,
+                locomo, budgets or (4000, 8000, 16000), system, prices, minimum,
                 questions, conversations, plot, as_json,
             )  # fmt: skip
             return
-        budgets = _budgets(budget_text, "30000")
+        budgets = budgets or (30000,)
         if len(budgets) > 1:
             raise InvalidInput("the generated thread takes one --budget (several with --locomo)")
         budget = budgets[0]

@@ -284,8 +284,10 @@ def run_feedback(
 
 
 @click.command("feedback")
-@click.option("--sessions", default=120, show_default=True, help="Questions the team asks.")
-@click.option("--seed", default=7, show_default=True, help="Seed of the simulation.")
+@click.option("--sessions", default=120, show_default=True, type=click.IntRange(1, 100_000),
+              help="Questions the team asks.")  # fmt: skip
+@click.option("--seed", default=7, show_default=True, type=click.IntRange(0, 2**32 - 1),
+              help="Seed of the simulation.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the four figures as JSON.")
 def feedback_command(sessions: int, seed: int, as_json: bool) -> None:
     """Simulate a team reacting to answers; bad memories in the top 5 before and after.

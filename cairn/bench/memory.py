@@ -27,6 +27,7 @@ from cairn.bench.locomo import (
     evidence_of,
     store_conversation,
 )
+from cairn.commands.common import IntList
 from cairn.core.errors import InvalidInput
 from cairn.core.settings import MemorySettings
 from cairn.core.stats import percentiles
@@ -194,7 +195,8 @@ def _pranor(
     help="Folder of conversation files, LoCoMo or realchat format; repeat for several sets "
     "(default: ../shared/data/locomo and ../shared/data/realchat, those that are there).",
 )
-@click.option("--k", "ks", default="5,10", show_default=True, help="Comma-separated cut-offs.")
+@click.option("--k", "ks", default="5,10", show_default=True, type=IntList("a cut-off", 1, 1000),
+              help="Comma-separated cut-offs.")  # fmt: skip
 @click.option(
     "--cv",
     is_flag=True,
@@ -206,7 +208,7 @@ def _pranor(
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also draw recall@k for k = 1..20, every method, into this PNG.")  # fmt: skip
 def bench_recall(
-    data: tuple[Path, ...], ks: str, cv: bool, as_json: bool, plot: Path | None
+    data: tuple[Path, ...], ks: tuple[int, ...], cv: bool, as_json: bool, plot: Path | None
 ) -> None:
     """Recall@k of cairn's memory and four baselines on LoCoMo and real-chat conversations.
 
@@ -233,7 +235,7 @@ def bench_recall(
 
     with cli_errors():
         settings = load_settings()
-        cutoffs = _parse_ks(ks)
+        cutoffs = ks
         if plot is not None:
             require_plotting()
         curve = tuple(range(1, PLOT_KS + 1)) if plot is not None else ()
@@ -320,16 +322,6 @@ def _echo_cv(cv: dict[str, Any], cutoffs: tuple[int, ...]) -> None:
         click.echo(f"  held out {fold['held_out']}: {figures} with {json.dumps(fold['chosen'])}")
 
 
-def _parse_ks(ks: str) -> tuple[int, ...]:
-    try:
-        values = tuple(sorted({int(k) for k in ks.split(",") if k.strip()}))
-    except ValueError as exc:
-        raise InvalidInput(f"--k takes comma-separated numbers, like 5,10 (got {ks!r})") from exc
-    if not values or min(values) < 1:
-        raise InvalidInput("--k needs at least one cut-off of 1 or more")
-    return values
-
-
 # --- scale ------------------------------------------------------------------------------
 
 _WORDS = (  # noqa: SIM905 - a word list reads best as one string
@@ -402,11 +394,13 @@ def run_scale(
     "--memories",
     default="10000,100000",
     show_default=True,
+    type=IntList("a number of memories", 1, 10_000_000),
     help="Comma-separated numbers of memories in the measured tenant.",
 )
-@click.option("--queries", default=200, show_default=True, help="Searches timed per size.")
+@click.option("--queries", default=200, show_default=True, type=click.IntRange(1, 100_000),
+              help="Searches timed per size.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench_scale(memories: str, queries: int, as_json: bool) -> None:
+def bench_scale(memories: tuple[int, ...], queries: int, as_json: bool) -> None:
     """Search latency (p50/p95, with and without query embedding) and write throughput.
 
     \b
@@ -420,7 +414,7 @@ def bench_scale(memories: str, queries: int, as_json: bool) -> None:
 
     with cli_errors():
         settings = load_settings()
-        sizes = _parse_ks(memories)
+        sizes = memories
         embedder = build_embedder(settings.memory.embeddings, settings.memory.embedding_engine)
         result = {"sizes": {str(n): run_scale(n, embedder, queries=queries) for n in sizes}}
         if as_json:

@@ -446,14 +446,14 @@ def _text(results: dict[str, Any]) -> list[str]:
 @click.option(
     "--replies",
     default=40,
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, 10_000),
     show_default=True,
     help="Replies measured per mode (after two that warm up).",
 )
 @click.option(
     "--concurrency",
     default=4,
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, 256),
     show_default=True,
     help="People writing at once, each waiting for its answer before the next message.",
 )
@@ -486,7 +486,7 @@ def _text(results: dict[str, Any]) -> list[str]:
 @click.option(
     "--workers",
     default=1,
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, 32),
     show_default=True,
     help="`cairn worker` processes in the Redis mode (4 threads each).",
 )

@@ -432,8 +432,10 @@ def _stale_first(ranked: list[tuple[int, int] | None], thing: int, latest: int) 
 
 
 @click.command("updates")
-@click.option("--facts", default=300, show_default=True, help="Statements of changing facts.")
-@click.option("--seed", default=20, show_default=True, help="Seed of the generated history.")
+@click.option("--facts", default=300, show_default=True, type=click.IntRange(1, 100_000),
+              help="Statements of changing facts.")  # fmt: skip
+@click.option("--seed", default=20, show_default=True, type=click.IntRange(0, 2**32 - 1),
+              help="Seed of the generated history.")  # fmt: skip
 @click.option(
     "--baseline/--no-baseline",
     default=True,

@@ -64,7 +64,7 @@ class IntList(click.ParamType[tuple[int, ...]]):
         try:
             numbers = {bounded_int(p, self.what, low=self.low, high=self.high) for p in parts}
         except InvalidInput as exc:
-            self.fail(f"{exc} (comma-separated, like {self.low},{self.low * 2})", param, ctx)
+            self.fail(f"{exc} (in a comma-separated list)", param, ctx)
         return tuple(sorted(numbers))
 
 
