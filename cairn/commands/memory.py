@@ -424,8 +424,11 @@ def _indexed_and_told(rt: Any, report: Any, as_json: bool) -> bool:
 def memory_gc(tenant: str, dry_run: bool, as_json: bool) -> None:
     """Rotate tiers (hot/warm/cold by decay and budgets) and tombstone stale cold memories.
 
-    Pruning is a retraction with its reason recorded, never a delete.
+    Pruning is a retraction with its reason recorded, never a delete. Then retention:
+    sessions idle for over CAIRN_RETENTION_SESSION_DAYS and unconfirmed episodes older than
+    CAIRN_RETENTION_EPISODE_DAYS are deleted (facts, decisions and the rest are kept).
     """
+    from cairn.memory.retention import apply_retention
     from cairn.memory.tiers import collect_garbage
 
     with scoped_runtime(tenant, None) as (rt, _):
@@ -437,12 +440,20 @@ def memory_gc(tenant: str, dry_run: bool, as_json: bool) -> None:
                 dry_run=dry_run,
                 progress=progress,
             )
-        if _indexed_and_told(rt, report, as_json):
+        kept = apply_retention(rt.db, rt.memory.index, tenant, rt.settings.workers, dry_run=dry_run)
+        _indexed_and_told(rt, report, False)
+        if as_json:
+            click.echo(json.dumps({**asdict(report), "retention": asdict(kept)}))
             return
         moved = ", ".join(f"{n} to {t}" for t, n in report.moved.items() if n) or "none"
         counts = ", ".join(f"{n} {t}" for t, n in report.counts.items())
         verb = "would prune" if dry_run else "pruned"
         click.echo(f"moved: {moved}; {verb} {report.pruned}; now {counts or 'unchanged'}")
+        verb = "would delete" if dry_run else "deleted"
+        click.echo(
+            f"retention: {verb} {kept.sessions} sessions ({kept.events} events) "
+            f"and {kept.episodes} episodes"
+        )
 
 
 @memory.command("reindex")

@@ -51,7 +51,15 @@ from cairn.db.models import (
 from cairn.memory.index import IndexUnavailable, VectorIndex
 from cairn.memory.store import LEARNED
 
-__all__ = ["ERASED_TEXT", "ErasureReport", "compact", "erase_person"]
+__all__ = [
+    "ERASED_TEXT",
+    "ErasureReport",
+    "Removal",
+    "compact",
+    "erase_person",
+    "ids_where",
+    "remove",
+]
 
 # What a bot message that showed an erased memory says afterwards.
 ERASED_TEXT = "[erased on request]"
@@ -77,7 +85,9 @@ class ErasureReport:
 
 
 @dataclass(slots=True)
-class _Plan:
+class Removal:
+    """The rows to take out, by kind (see :func:`remove`)."""
+
     memories: set[int] = field(default_factory=set)
     events: set[int] = field(default_factory=set)
     outbound: set[int] = field(default_factory=set)
@@ -127,9 +137,7 @@ def erase_person(
         report = ErasureReport(person, dry_run, plan.counts(), sorted(plan.tenants))
         if dry_run:
             return report
-        if index is not None and plan.memories:
-            index.delete(sorted(plan.memories))
-        _apply(s, plan)
+        remove(s, index, plan)
         audit = Erasure(tenant_id=tenant or "", person=person, erased_by=by, counts=report.counts)
         s.add(audit)
         s.flush()
@@ -171,8 +179,8 @@ def _in_tenant(column: Any, tenant: str | None) -> Any:
     return true() if tenant is None else column == tenant
 
 
-def _plan(s: Session, person: str, tenant: str | None) -> _Plan:
-    plan = _Plan()
+def _plan(s: Session, person: str, tenant: str | None) -> Removal:
+    plan = Removal()
     _plan_memories(s, plan, person, tenant)
     _plan_sessions(s, plan, person, tenant)
     _plan_redactions(s, plan)
@@ -184,10 +192,10 @@ def _plan(s: Session, person: str, tenant: str | None) -> _Plan:
     ).all()
     plan.memos = {mid for mid, _ in memos if mid is not None}
     plan.tenants.update(t for _, t in memos)
-    plan.reactions |= _ids(
+    plan.reactions |= ids_where(
         s, Reaction.id, and_(col(Reaction.user) == person, _in_tenant(Reaction.tenant_id, tenant))
     )
-    plan.approvals |= _ids(
+    plan.approvals |= ids_where(
         s,
         ToolApproval.id,
         and_(col(ToolApproval.requested_by) == person, _in_tenant(ToolApproval.tenant_id, tenant)),
@@ -206,7 +214,7 @@ def _plan(s: Session, person: str, tenant: str | None) -> _Plan:
     return plan
 
 
-def _plan_memories(s: Session, plan: _Plan, person: str, tenant: str | None) -> None:
+def _plan_memories(s: Session, plan: Removal, person: str, tenant: str | None) -> None:
     rows = s.exec(
         select(MemoryRow.id, MemoryRow.tenant_id).where(
             or_(col(MemoryRow.author) == person, col(MemoryRow.user_id) == person),
@@ -228,7 +236,7 @@ def _plan_memories(s: Session, plan: _Plan, person: str, tenant: str | None) -> 
             plan.tenants.add(in_tenant)
 
 
-def _plan_sessions(s: Session, plan: _Plan, person: str, tenant: str | None) -> None:
+def _plan_sessions(s: Session, plan: Removal, person: str, tenant: str | None) -> None:
     theirs = s.exec(
         select(SessionEvent.id, SessionEvent.session_id, SessionEvent.tenant_id).where(
             SessionEvent.user == person, _in_tenant(SessionEvent.tenant_id, tenant)
@@ -253,13 +261,13 @@ def _plan_sessions(s: Session, plan: _Plan, person: str, tenant: str | None) -> 
     if not plan.events:
         return
     ids = sorted(plan.events)
-    plan.outbound = _ids(s, OutboundMessage.id, col(OutboundMessage.cause_event_id).in_(ids))
-    plan.approvals |= _ids(s, ToolApproval.id, col(ToolApproval.cause_event_id).in_(ids))
+    plan.outbound = ids_where(s, OutboundMessage.id, col(OutboundMessage.cause_event_id).in_(ids))
+    plan.approvals |= ids_where(s, ToolApproval.id, col(ToolApproval.cause_event_id).in_(ids))
     for session_id, texts in erased_texts.items():
         _plan_artifacts(s, plan, session_id, texts)
 
 
-def _plan_artifacts(s: Session, plan: _Plan, session_id: int, texts: list[str]) -> None:
+def _plan_artifacts(s: Session, plan: Removal, session_id: int, texts: list[str]) -> None:
     """The artifacts of ``session_id`` that erased events made: those their cards name, and
     those whose text an erased event holds whole (long tool output carded when compiled)."""
     said = "\n".join(texts)
@@ -278,11 +286,11 @@ def _plan_artifacts(s: Session, plan: _Plan, session_id: int, texts: list[str]) 
             plan.artifacts.add(sha)
 
 
-def _plan_redactions(s: Session, plan: _Plan) -> None:
+def _plan_redactions(s: Session, plan: Removal) -> None:
     """Bot messages outside the erased turns that showed, used or announced an erased memory."""
     if not plan.memories:
         return
-    shown = _ids(s, MemoryUse.outbound_id, col(MemoryUse.memory_id).in_(sorted(plan.memories)))
+    shown = ids_where(s, MemoryUse.outbound_id, col(MemoryUse.memory_id).in_(sorted(plan.memories)))
     plan.redacted = shown - plan.outbound
     for outbound_id in plan.redacted:
         message = s.get(OutboundMessage, outbound_id)
@@ -300,14 +308,19 @@ def _plan_redactions(s: Session, plan: _Plan) -> None:
                 plan.sessions.add(message.session_id)
 
 
-def _ids(s: Session, column: Any, where: Any) -> set[int]:
+def ids_where(s: Session, column: Any, where: Any) -> set[int]:
+    """The ids in ``column`` of the rows that match ``where``."""
     return {i for i in s.exec(select(column).where(where)).all() if i is not None}
 
 
 # --- taking it out --------------------------------------------------------------------------
 
 
-def _apply(s: Session, plan: _Plan) -> None:
+def remove(s: Session, index: VectorIndex | None, plan: Removal) -> None:
+    """Take ``plan``'s rows out in the caller's transaction, its memories' index points first
+    (raises IndexUnavailable, before any row is touched, when the index cannot be reached)."""
+    if index is not None and plan.memories:
+        index.delete(sorted(plan.memories))
     memories, events = sorted(plan.memories), sorted(plan.events)
     outbound = sorted(plan.outbound)
     _delete_in(s, MemoryUse, MemoryUse.outbound_id, outbound)

@@ -5,7 +5,8 @@
   broker lost a message): the session lock and the event states make this harmless;
 - end sessions idle for longer than CAIRN_SESSION_IDLE, running the session-end hooks (learning
   extraction) for each;
-- decay and tier rotation of long-term memory, with rule-based garbage collection;
+- decay and tier rotation of long-term memory, with rule-based garbage collection, and
+  retention: old session logs and episodes deleted (docs/adr/0043);
 - memo expiry: memos past their expiry by CAIRN_MEMO_KEEP_EXPIRED are deleted;
 - approval expiry: a tool call held for approval past CAIRN_MCP_APPROVAL_TTL expires, and its
   session is queued to tell the model (docs/adr/0031).
@@ -30,6 +31,8 @@ from sqlmodel import select
 
 from cairn.core.settings import Settings
 from cairn.db.models import Tenant, utcnow
+from cairn.memory.index import IndexUnavailable
+from cairn.memory.retention import apply_retention
 from cairn.memory.tiers import collect_garbage
 from cairn.memos.box import MemoBox
 from cairn.runtime import Runtime
@@ -70,12 +73,17 @@ def reconcile_index(rt: Runtime) -> int:
 
 
 def rotate_tiers(rt: Runtime) -> int:
-    """Decay and tier rotation (and rule-based garbage collection) for every tenant."""
+    """Decay and tier rotation (and rule-based garbage collection), then retention
+    (CAIRN_RETENTION_SESSION_DAYS, CAIRN_RETENTION_EPISODE_DAYS), for every tenant."""
     policy = rt.settings.memory
     with rt.db.session() as s:
         tenants = list(s.exec(select(Tenant.id)).all())
     for tenant in tenants:
         collect_garbage(rt.db, tenant, policy)
+        try:
+            apply_retention(rt.db, rt.memory.index, tenant, rt.settings.workers)
+        except IndexUnavailable as exc:
+            log.warning("retention in %s waits for the vector index: %s", tenant, exc)
     return len(tenants)
 
 

@@ -1,0 +1,107 @@
+"""Retention (issue 34, docs/adr/0043): upkeep deletes session logs idle for longer than
+CAIRN_RETENTION_SESSION_DAYS and unconfirmed episodes older than CAIRN_RETENTION_EPISODE_DAYS,
+and keeps facts, decisions and confirmed episodes; the index stays in step."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import update
+from sqlmodel import col, select
+
+from cairn.bench.scratch import handled
+from cairn.cli import main
+from cairn.core.settings import get_settings, load_settings
+from cairn.db.models import AgentSession, MemoryRow, SessionEvent, utcnow
+from cairn.memory import Scope
+from cairn.runtime import Runtime, build_runtime, reset_runtime
+from cairn.sessions.events import ChatEvent
+from cairn.workers.upkeep import rotate_tiers
+
+SCOPE = Scope("acme", "cairn")
+LONG_AGO = utcnow() - timedelta(days=40)
+
+
+def _say(rt: Runtime, thread: str, text: str) -> None:
+    event = ChatEvent(
+        "console", "acme", "C1", thread, "amy", text=text, event_id=f"e-{thread}", private=False
+    )
+    handled(rt, event)
+
+
+def _seed(rt: Runtime) -> dict[str, int]:
+    _say(rt, "t-old", "what runs on the old cluster?")
+    _say(rt, "t-new", "what runs on the new cluster?")
+    with rt.db.session() as s:
+        old = s.exec(select(AgentSession).where(AgentSession.thread_ref == "t-old")).one()
+        s.execute(
+            update(AgentSession).where(col(AgentSession.id) == old.id).values(updated_at=LONG_AGO)
+        )
+        s.execute(
+            update(SessionEvent)
+            .where(col(SessionEvent.session_id) == old.id)
+            .values(created_at=LONG_AGO)
+        )
+    remember = rt.memory.remember
+    ids = {
+        "old episode": remember(
+            "amy: the disk filled up", SCOPE, kind="episode", created_at=LONG_AGO
+        ),
+        "new episode": remember("amy: the disk is fine now", SCOPE, kind="episode"),
+        "confirmed episode": remember(
+            "amy: we moved to eu-west", SCOPE, kind="episode", created_at=LONG_AGO
+        ),
+        "old decision": remember(
+            "We deploy on Tuesdays only", SCOPE, kind="decision", created_at=LONG_AGO
+        ),
+    }
+    with rt.db.session() as s:
+        s.execute(
+            update(MemoryRow)
+            .where(col(MemoryRow.id) == ids["confirmed episode"].memory.id)
+            .values(confirmed=True)
+        )
+    return {name: r.memory.id for name, r in ids.items()}
+
+
+@pytest.fixture
+def retaining(monkeypatch: pytest.MonkeyPatch) -> Runtime:
+    monkeypatch.setenv("CAIRN_RETENTION_SESSION_DAYS", "30")
+    monkeypatch.setenv("CAIRN_RETENTION_EPISODE_DAYS", "30")
+    get_settings.cache_clear()
+    rt = build_runtime(load_settings())
+    reset_runtime(rt)
+    return rt
+
+
+def test_upkeep_deletes_old_sessions_and_episodes_and_keeps_decisions(retaining: Runtime) -> None:
+    rt = retaining
+    ids = _seed(rt)
+    rotate_tiers(rt)
+    with rt.db.session() as s:
+        threads = set(s.exec(select(AgentSession.thread_ref)).all())
+        kept = set(s.exec(select(MemoryRow.id)).all())
+        events = s.exec(select(SessionEvent.text)).all()
+    assert threads == {"t-new"}
+    assert all("old cluster" not in text for text in events)
+    assert kept == {ids["new episode"], ids["confirmed episode"], ids["old decision"]}
+    assert rt.memory.index is not None
+    assert rt.memory.index.count() == len(kept)
+    rt.close()
+
+
+def test_memory_gc_tells_what_retention_would_delete_and_then_deletes_it(
+    retaining: Runtime,
+) -> None:
+    _seed(retaining)
+    retaining.close()
+    runner = CliRunner()
+    dry = runner.invoke(main, ["memory", "gc", "--tenant", "acme", "--dry-run", "--json"])
+    assert json.loads(dry.output)["retention"] == {"sessions": 1, "events": 4, "episodes": 1}
+    done = runner.invoke(main, ["memory", "gc", "--tenant", "acme"])
+    assert "retention: deleted 1 sessions (4 events) and 1 episodes" in done.output
+    doctor = runner.invoke(main, ["memory", "doctor", "--json"])
+    assert json.loads(doctor.output)["healthy"], doctor.output
