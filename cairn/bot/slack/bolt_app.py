@@ -22,6 +22,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from cairn.bot.departed import erase_departed
 from cairn.bot.slack.approval_blocks import APPROVAL_BLOCK
 from cairn.bot.slack.conversations import channel_type_of_command
 from cairn.bot.slack.home import (
@@ -124,6 +125,14 @@ def register(
         """Approve or Deny on a request: spooled by the middleware, taken in by the ingest
         thread (:mod:`cairn.bot.slack.approval_clicks`); acknowledged once on disk."""
         ack()
+
+    @app.event("user_change")
+    def user_changed(event: dict[str, Any], context: BoltContext) -> None:
+        """A person's account changed: one deleted is erased with CAIRN_ERASE_DEPARTED."""
+        user = event.get("user") or {}
+        if user.get("deleted") is True and user.get("id"):
+            team = context.team_id or str(user.get("team_id") or "")
+            erase_departed(rt, tenant_of(team), str(user["id"]))
 
     @app.event("app_home_opened")
     def home_opened(event: dict[str, Any], context: BoltContext, client: WebClient) -> None:
