@@ -1,0 +1,249 @@
+"""A Slack workspace export into memory: every person's message an episode of its conversation.
+
+Each message passes what a live one passes: it becomes a :class:`~cairn.sessions.events.ChatEvent`
+with the author's trust (a guest, a bot or an outsider is untrusted, and so are
+CAIRN_UNTRUSTED_USERS) and the conversation's privacy, and is validated by it (the gate:
+credentials masked, invisible characters out, the length limit). What reads as an instruction
+to the assistant is flagged. It is then written as an episode (``"Name: text"``, at its time, by
+its author, in its thread) in the conversation's scope: a private channel, a DM or a group DM
+keeps it private to itself (:func:`cairn.memory.scope.private_to`, as live memories are).
+
+Running twice adds nothing: the store keeps one episode per text in a conversation, and a
+checkpoint beside the data (``CAIRN_HOME/imports``) lists the day files done, so a run killed
+part-way skips them when started again and redoes at most the day it was in (docs/adr/0042).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cairn.bot.slack.export import Conversation, DayFile, ExportMessage, SlackExport
+from cairn.bot.slack.mrkdwn import from_slack
+from cairn.bot.slack.workspaces import PLATFORM, tenant_of
+from cairn.core.errors import InvalidInput
+from cairn.core.injection import instruction_reason
+from cairn.core.progress import ProgressCallback
+from cairn.memory.scope import Scope, Source, Visibility, private_to
+from cairn.memory.store import MemoryStore
+from cairn.sessions.events import ChatEvent
+
+__all__ = ["ChannelTally", "SlackImport", "SlackImportReport", "checkpoint_path"]
+
+
+@dataclass(slots=True)
+class ChannelTally:
+    """What the import did with one conversation's messages.
+
+    ``read`` messages were in the days imported; ``stored`` became new episodes; ``present``
+    were there already (an earlier run, or the same text said before in that conversation);
+    ``skipped`` counts the others by why (a join, a bot, a deletion, empty, refused by the
+    checks); ``secrets`` messages had a credential masked; ``flagged`` read as instructions.
+    Of its ``days`` day files, ``resumed`` were done by an earlier run and not read again.
+    """
+
+    name: str
+    kind: str
+    private: bool
+    read: int = 0
+    stored: int = 0
+    present: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    secrets: int = 0
+    flagged: int = 0
+    days: int = 0
+    resumed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SlackImportReport:
+    """An import's outcome: the tenant, a tally per conversation, and the day files an earlier
+    run had done (``resumed``: not read again)."""
+
+    tenant: str
+    channels: dict[str, ChannelTally]
+    days: int
+    resumed: int
+
+    @property
+    def stored(self) -> int:
+        return sum(t.stored for t in self.channels.values())
+
+
+def checkpoint_path(home: Path, export: SlackExport, tenant: str) -> Path:
+    """The checkpoint file of importing ``export`` into ``tenant``: named by what the zip
+    holds (its members' names, sizes and checksums), not by where it lies."""
+    digest = hashlib.sha256(tenant.encode())
+    for info in sorted(export.members(), key=lambda i: i.filename):
+        digest.update(f"{info.filename}\0{info.file_size}\0{info.CRC}\n".encode())
+    return home / "imports" / f"slack-{digest.hexdigest()[:24]}.done"
+
+
+class SlackImport:
+    """One import of one export into ``memory`` (for ``agent``; the tenant is the export's
+    workspace unless ``tenant`` is given). ``max_chars`` is CAIRN_MAX_MESSAGE_CHARS, and
+    ``untrusted_users`` CAIRN_UNTRUSTED_USERS, as for live messages."""
+
+    def __init__(
+        self,
+        memory: MemoryStore,
+        export: SlackExport,
+        *,
+        agent: str,
+        tenant: str | None = None,
+        max_chars: int = 40000,
+        untrusted_users: Iterable[str] = (),
+    ) -> None:
+        if tenant is None and not export.team:
+            raise InvalidInput(
+                "the export's users.json names no workspace (team_id): give --tenant"
+            )
+        self.memory = memory
+        self.export = export
+        self.agent = agent
+        self.tenant = tenant or tenant_of(export.team)
+        self.max_chars = max_chars
+        self.untrusted_users = frozenset(untrusted_users)
+
+    def check(self, days: list[DayFile], progress: ProgressCallback | None = None) -> int:
+        """Read every day file of ``days`` without writing: how many messages they hold.
+
+        Raises MalformedExport (naming the file and line) at the first malformed one, so that
+        an import refuses a broken export before it writes anything.
+        """
+        count = 0
+        for done, day in enumerate(days, 1):
+            count += len(self.export.messages(day))
+            if progress is not None:
+                progress(done, len(days))
+        return count
+
+    def run(
+        self,
+        days: list[DayFile],
+        *,
+        checkpoint: Path | None = None,
+        progress: ProgressCallback | None = None,
+        total: int = 0,
+    ) -> SlackImportReport:
+        """Import ``days`` in order, skipping those ``checkpoint`` lists as done and adding
+        each day to it once its messages are written. ``progress`` hears (messages read,
+        ``total``). Raises MalformedExport as :meth:`check` does, StorageError when the
+        database fails (the days before stay imported)."""
+        done = _done(checkpoint)
+        tallies: dict[str, ChannelTally] = {}
+        read = resumed = 0
+        for day in days:
+            conversation = day.conversation
+            tally = tallies.setdefault(
+                conversation.name,
+                ChannelTally(conversation.name, conversation.kind, conversation.private),
+            )
+            tally.days += 1
+            if day.member in done:
+                resumed += 1
+                tally.resumed += 1
+                continue
+            for message in self.export.messages(day):
+                tally.read += 1
+                self._one(conversation, message, tally)
+                read += 1
+                if progress is not None and read % 50 == 0:
+                    progress(read, max(total, read))
+            if checkpoint is not None:
+                _mark(checkpoint, day.member)
+        if progress is not None:
+            progress(read, max(total, read))
+        self.memory.index_outbox.after_write()
+        return SlackImportReport(self.tenant, tallies, len(days), resumed)
+
+    def _one(self, conversation: Conversation, message: ExportMessage, tally: ChannelTally) -> None:
+        if message.noise is not None:
+            _skip(tally, message.noise)
+            return
+        text = from_slack(message.text)
+        if not text:
+            _skip(tally, "empty")
+            return
+        person = self.export.people.get(message.user)
+        untrusted = (person is not None and person.outsider) or (
+            message.user in self.untrusted_users
+        )
+        event = ChatEvent(
+            platform=PLATFORM,
+            tenant=self.tenant,
+            channel=conversation.id,
+            thread=message.thread,
+            user=message.user,
+            text=text,
+            message_id=message.ts,
+            untrusted=untrusted,
+            private=conversation.private,
+            isolated=conversation.shared,
+        )
+        try:
+            event = event.validated(self.max_chars)
+        except InvalidInput:
+            _skip(tally, "refused")
+            return
+        if event.secrets:
+            tally.secrets += 1
+        flagged = instruction_reason(event.text) is not None
+        tally.flagged += flagged
+        said = {"private": event.private}
+        scope = Scope(
+            self.tenant,
+            self.agent,
+            conversation.id,
+            message.user,
+            message.thread,
+            private_to=private_to(conversation.id, [said]),
+            isolated=event.isolated,
+        )
+        # Where it came from is what the checked event says (platform, channel, thread, ts).
+        source = Source(
+            event.platform, event.channel, event.thread, event.message_id, event.user, untrusted
+        )
+        name = self.export.names.get(message.user, message.user)
+        try:
+            written = self.memory.remember(
+                f"{name}: {event.text}",
+                scope,
+                kind="episode",
+                visibility=Visibility.TEAM,
+                source=source,
+                created_at=datetime.fromtimestamp(float(message.ts), UTC),
+                flush=False,
+                flagged=flagged,
+            )
+        except InvalidInput:
+            _skip(tally, "refused")
+            return
+        if written.created:
+            tally.stored += 1
+        else:
+            tally.present += 1
+
+
+def _skip(tally: ChannelTally, why: str) -> None:
+    tally.skipped[why] = tally.skipped.get(why, 0) + 1
+
+
+def _done(checkpoint: Path | None) -> set[str]:
+    """The day files ``checkpoint`` lists (a last line cut by a kill is not one of them)."""
+    if checkpoint is None or not checkpoint.exists():
+        return set()
+    lines = checkpoint.read_text(encoding="utf-8").split("\n")
+    return set(lines[:-1])  # only whole lines: each ends with a newline once written
+
+
+def _mark(checkpoint: Path, member: str) -> None:
+    checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    with checkpoint.open("a", encoding="utf-8") as f:
+        f.write(member + "\n")
+        f.flush()
+        os.fsync(f.fileno())
