@@ -44,6 +44,10 @@ Configuration comes from environment variables and an optional cairn.toml
     context_settings={"help_option_names": ["-h", "--help"]},
     lazy={
         "memory": ("cairn.commands.memory:memory", "Look into and administer long-term memory."),
+        "import": (
+            "cairn.commands.imports:import_",
+            "Import a team's chat history into memory (a Slack workspace export).",
+        ),
         "memo": (
             "cairn.commands.memos:memo",
             "Memos between agents: durable notes delivered into an agent's next prompt.",
