@@ -15,7 +15,7 @@ a console name) said and what was made of it:
 Messages of the bot in other people's threads that showed an erased memory keep their place
 but lose their text. One ``erasure`` row records whom, by whom and when, with counts only.
 :func:`compact` then makes the freed bytes unreadable where Cairn owns the files: SQLite is
-vacuumed and its write-ahead log truncated, and the embedded index is optimised.
+vacuumed and its write-ahead log truncated, and the embedded index is rewritten.
 """
 
 from __future__ import annotations
@@ -149,9 +149,9 @@ def compact(db: Database, index: VectorIndex | None) -> list[str]:
 
     SQLite: VACUUM rewrites the file without free pages, and a truncating checkpoint empties
     the write-ahead log (both wait for other connections' transactions; one still open makes
-    the checkpoint partial, which is reported). The embedded index rebuilds its segments
-    without deleted points. PostgreSQL's own files are the server's: its VACUUM reclaims
-    dead rows in time.
+    the checkpoint partial, which is reported). The embedded index is rewritten with its live
+    points only (it keeps deleted ones in its log). PostgreSQL's own files are the server's:
+    its VACUUM reclaims dead rows in time.
     """
     problems: list[str] = []
     if db.is_sqlite:
@@ -166,7 +166,7 @@ def compact(db: Database, index: VectorIndex | None) -> list[str]:
                 problems.append("the SQLite log is in use by another process: run erase again")
     if index is not None:
         try:
-            index.optimize()
+            index.compact()
         except IndexUnavailable as exc:
             problems.append(f"the vector index was not compacted: {exc}")
     return problems

@@ -213,3 +213,31 @@ def test_an_erased_persons_words_are_nowhere_and_others_memories_stay(
     finally:
         rt.close()
         reset_runtime(None)
+
+
+def test_compacting_the_embedded_index_leaves_no_byte_of_a_deleted_point(tmp_path: Path) -> None:
+    from cairn.memory.index.edge import EdgeIndex
+    from cairn.memory.index.port import IndexedMemory
+
+    index = EdgeIndex(tmp_path / "index", dense_dim=4)
+    gone, kept = "tenant-of-the-erased", "tenant-that-stays"
+    index.upsert(
+        [
+            IndexedMemory(i, f"word{i} of a memory", gone if i % 2 else kept, None, "team",
+                          vector=[0.1, 0.2, 0.3, float(i)])
+            for i in range(1, 201)
+        ]
+    )  # fmt: skip
+    index.delete(list(range(1, 201, 2)))
+    index.optimize()
+
+    def on_disk(word: str) -> int:
+        files = (tmp_path / "index").rglob("*")
+        return sum(p.read_bytes().count(word.encode()) for p in files if p.is_file())
+
+    assert on_disk(gone) > 0  # a delete and an optimisation leave the points' payloads
+    index.compact()
+    assert on_disk(gone) == 0
+    assert index.count() == 100
+    assert [i for i, _ in index.search("word2", kept, "cairn", 1)] == [2]
+    index.close()

@@ -58,8 +58,8 @@ class EdgeIndex(QdrantAdapter):
         return str(self._path)
 
     def _connect(self) -> Any:
-        if self._shard is not None:
-            return self._shard
+        if self._shard is not None and _SHARDS.get(self._path) is self._shard:
+            return self._shard  # (a shard :meth:`compact` replaced is opened again)
         if self._failure is not None and time.monotonic() - self._failure[0] < _RETRY_AFTER:
             # Not on every query: the holder rarely goes that soon, and a shard that fails to
             # load (damaged) can take a while to say so; recall stays lexical meanwhile.
@@ -103,9 +103,10 @@ class EdgeIndex(QdrantAdapter):
             max_search_threads=1,
         )
 
-    def _create(self, qe: Any) -> Any:
-        self._path.mkdir(parents=True, exist_ok=True)
-        shard = qe.EdgeShard.create(str(self._path), self._config(qe))
+    def _create(self, qe: Any, path: Path | None = None) -> Any:
+        path = path or self._path
+        path.mkdir(parents=True, exist_ok=True)
+        shard = qe.EdgeShard.create(str(path), self._config(qe))
         for field in KEYWORD_FIELDS:
             shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
         shard.update(qe.UpdateOperation.create_field_index("created", qe.PayloadSchemaType.Float))
@@ -189,6 +190,52 @@ class EdgeIndex(QdrantAdapter):
         """Build the shard's HNSW and payload indexes now; the edge engine has no background
         optimiser, and an unoptimised shard searches dense vectors by brute force."""
         self._call("optimize", lambda s: s.optimize())
+
+    def compact(self) -> None:
+        """Rewrite the shard with its live points only, then put it in place of the old one.
+
+        qdrant-edge keeps a deleted point's payload and vectors in its write-ahead log, and in
+        its segments until an optimisation happens to rebuild them (docs/adr/0043 measured
+        both): a copy of the live points into a new folder is what leaves none on disk.
+        """
+        import shutil
+
+        import qdrant_edge as qe
+
+        with self._lock:
+            shard = self._connect()
+            fresh_path = self._path.with_name(self._path.name + ".compacting")
+            shutil.rmtree(fresh_path, ignore_errors=True)
+            try:
+                fresh = self._create(qe, fresh_path)
+                offset: Any = None
+                while True:
+                    request = qe.ScrollRequest(
+                        offset=offset, limit=1000, with_payload=True, with_vector=True
+                    )
+                    records, offset = shard.scroll(request)
+                    points = [qe.Point(r.id, r.vector, r.payload) for r in records]
+                    if points:
+                        fresh.update(qe.UpdateOperation.upsert_points(points))
+                    if offset is None:
+                        break
+                fresh.optimize()
+                fresh.flush()
+                fresh.close()
+            except Exception as exc:
+                shutil.rmtree(fresh_path, ignore_errors=True)
+                raise IndexUnavailable(
+                    f"Qdrant edge compact failed at {self.where}: {exc}"
+                ) from exc
+            with _SHARDS_LOCK:
+                shard.close()
+                stale = self._path.with_name(self._path.name + ".stale")
+                self._path.rename(stale)
+                fresh_path.rename(self._path)
+                shutil.rmtree(stale)
+                self._shard = _SHARDS[self._path] = qe.EdgeShard.load(
+                    str(self._path), self._config(qe)
+                )
 
     def close(self) -> None:
         """Flush to disk; the shard stays open for the process's lifetime (like local mode)."""

@@ -109,6 +109,11 @@ class VectorIndex(Protocol):
         """Build search structures after bulk writes (a no-op where the engine does it)."""
         ...
 
+    def compact(self) -> None:
+        """Leave nothing of deleted points in the index's own files (erasure, ADR 0043): the
+        embedded shard is rewritten with its live points; a no-op for a server."""
+        ...
+
     def close(self) -> None:
         """Release the index (files, connections)."""
         ...

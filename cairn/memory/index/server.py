@@ -185,6 +185,10 @@ class QdrantIndex(QdrantAdapter):
     def optimize(self) -> None:
         """Nothing to do: Qdrant's server and local mode optimise on their own."""
 
+    def compact(self) -> None:
+        """Nothing to do here: the server's files are its own, and its optimiser vacuums
+        segments with deleted points (docs/adr/0043)."""
+
     def close(self) -> None:
         """Close a server connection; local clients stay open for the process's lifetime."""
         with self._lock:
