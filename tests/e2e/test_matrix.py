@@ -946,6 +946,18 @@ def test_a_rejected_access_token_stops_the_frontend_with_what_to_fix(
         pipeline.close()
 
 
+def uploaded(person: Person, name: str, content: bytes, media: str) -> str:
+    """The ``mxc://`` address of ``content`` uploaded by ``person`` as ``name``."""
+    response = httpx.post(
+        f"{person.synapse.base_url}/_matrix/media/v3/upload?filename={name}",
+        content=content,
+        headers={"Authorization": f"Bearer {person.user.access_token}", "Content-Type": media},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    return str(response.json()["content_uri"])
+
+
 def wait_file_taken_in(cairn: Cairn, name: str) -> None:
     """Wait until the message with the file ``name`` is logged, its card made (the gate and
     the distillers take about 15 s on 5 MB)."""
@@ -967,22 +979,10 @@ def test_a_5mb_log_sent_in_a_thread_is_read_without_its_password_and_a_line_of_i
     root = alice.send(room, "cairn: api-3 is failing, I'll send the log", mention=cairn.id)
     wait_for_answer("the first answer", alice, room, cairn.id, root)
     content = big_log(tmp_path / "api-3.log").read_bytes()
-    uploaded = httpx.post(
-        f"{alice.synapse.base_url}/_matrix/media/v3/upload?filename=api-3.log",
-        content=content,
-        headers={
-            "Authorization": f"Bearer {alice.user.access_token}",
-            "Content-Type": "text/plain",
-        },
-        timeout=60,
-    )
-    assert uploaded.status_code == 200, uploaded.text
     info = {"mimetype": "text/plain", "size": len(content)}
+    url = uploaded(alice, "api-3.log", content, "text/plain")
     alice.send(
-        room,
-        "api-3.log",
-        thread=root,
-        content={"msgtype": "m.file", "url": uploaded.json()["content_uri"], "info": info},
+        room, "api-3.log", thread=root, content={"msgtype": "m.file", "url": url, "info": info}
     )
     wait_file_taken_in(cairn, "api-3.log")
     alice.send(room, "what happened to req-041999?", thread=root)
@@ -997,3 +997,27 @@ def test_a_5mb_log_sent_in_a_thread_is_read_without_its_password_and_a_line_of_i
     assert "req-041999 GET /v1/orders/293993" in answer["content"]["body"]
     assert PASSWORD not in json.dumps(alice.timeline(room))
     assert stored_anywhere(settings_home(), PASSWORD) == []
+
+
+def test_an_image_sent_in_a_thread_is_fetched_and_recorded_as_a_card_with_its_size(
+    cairn: Cairn, people: Callable[[str], Person]
+) -> None:
+    from tests.unit.test_image_headers import png
+
+    cairn.start()
+    alice = people("alice")
+    room = room_with_bot(alice, cairn)
+    root = alice.send(room, "cairn: p99 is up since the deploy", mention=cairn.id)
+    wait_for_answer("the first answer", alice, room, cairn.id, root)
+    data = png(640, 480)
+    info = {"mimetype": "image/png", "size": len(data), "w": 640, "h": 480}
+    url = uploaded(alice, "p99.png", data, "image/png")
+    alice.send(
+        room, "p99.png", thread=root, content={"msgtype": "m.image", "url": url, "info": info}
+    )
+    [message] = wait_for(
+        "p99.png to be taken in",
+        lambda: [e for e in cairn.db_rows(SessionEvent) if "attached image p99.png" in e.text],
+        timeout=60,
+    )
+    assert f"image, 640x480, {len(data)} bytes, not read" in message.text

@@ -73,3 +73,32 @@ def test_binaries_and_files_over_the_limit_are_refused_with_the_reason(
     assert "CAIRN_ATTACHMENT_MAX_BYTES" in errors[1]
     # An image with words is taken: the words, and a note of the image (not read).
     assert [o["type"] for o in outputs].count("reply") == 1
+
+
+def test_an_attached_image_is_an_artifact_card_with_its_size_and_a_large_one_is_refused(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    from sqlmodel import select
+
+    from cairn.db.models import ContextArtifact, EventKind, SessionEvent
+    from tests.unit.test_image_headers import png
+
+    shot = tmp_path / "dashboard.png"
+    shot.write_bytes(png(1280, 720))
+    huge = tmp_path / "huge.png"
+    with huge.open("wb") as f:
+        f.truncate(runtime.settings.attachment_max_bytes + 1)
+    outputs = _run(runtime, [f"/attach {shot} p99 is up", f"/attach {huge}"])
+    [error] = [o["text"] for o in outputs if o["type"] == "error"]
+    assert (
+        "huge.png is 10,000,001 bytes; the limit is 10,000,000 bytes (CAIRN_ATTACHMENT_MAX_BYTES)"
+        in error
+    )
+    size = shot.stat().st_size
+    with runtime.db.session() as s:
+        [message] = s.exec(select(SessionEvent).where(SessionEvent.kind == EventKind.MESSAGE))
+        [artifact] = s.exec(select(ContextArtifact))
+    assert message.text.startswith("p99 is up\nattached image dashboard.png:\n[artifact ")
+    assert f"image, 1280x720, {size} bytes, not read" in message.text
+    assert artifact.kind == "image"
+    assert artifact.title == "image dashboard.png"

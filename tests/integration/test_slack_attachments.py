@@ -90,3 +90,20 @@ def test_a_file_over_the_limit_is_refused_in_the_thread_and_never_downloaded(
     assert "core.dump" in post["text"]
     assert "CAIRN_ATTACHMENT_MAX_BYTES" in post["text"]
     assert http.api.downloads == []
+
+
+def test_a_shared_image_is_fetched_and_recorded_as_a_card_with_its_size_not_read(
+    http: Harness,
+) -> None:
+    from tests.unit.test_image_headers import png
+
+    data = png(800, 600)
+    shot = http.api.add_file("F0PNG", "p99.png", data, mimetype="image/png")
+    http.deliver(shared("p99 since the deploy", [shot]))
+    http.settle(timeout=60)
+    assert {file_id for file_id, _ in http.api.downloads} == {"F0PNG"}
+    with http.pipeline.rt.db.session() as s:
+        first = s.query(SessionEvent).filter(SessionEvent.kind == EventKind.MESSAGE).first()
+    assert first is not None
+    assert "attached image p99.png:" in first.text
+    assert f"image, 800x600, {len(data)} bytes, not read" in first.text

@@ -53,8 +53,8 @@ def _fetched(client: WebClient, file: dict[str, Any], max_bytes: int, api_url: s
         return Attachment(
             name, media, size, refused="the file was deleted or is not shared with me"
         )
-    if size > max_bytes or media.startswith("image/"):
-        return Attachment(name, media, size)  # refused or noted without its bytes
+    if size > max_bytes:
+        return Attachment(name, media, size)  # refused without its bytes
     url = _url(file)
     if not url or not _trusted(url, api_url):
         return Attachment(name, media, size, refused="Slack gave no address I may fetch it from")

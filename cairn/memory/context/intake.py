@@ -5,7 +5,8 @@ every text file attached to a message, pass the gate (credentials masked before 
 keeps them), then the distillers: the message the session logs carries the card, and the whole
 text goes to the artifact store, where the model can search and read it. What can't be made a
 card is refused with the reason: a long text that reads as prose, a file too large, a binary
-or an archive. An image is noted with its name and size (nothing reads its pixels yet).
+or an archive. An image within the size limit is recorded as a card with its width, height
+and size, read from its header (nothing reads its pixels yet).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from cairn.core.errors import InvalidInput
 from cairn.core.gate import gate
+from cairn.memory.context.images import image_card
 from cairn.memory.context.pastes import Card, card_text, make_card, render_text
 from cairn.sessions.events import ATTACHED_CHARS, Attachment
 
@@ -99,6 +101,11 @@ def take_in(
     refusals: list[str] = []
     for attachment in attachments:
         read = _read(attachment, max_bytes)
+        if isinstance(read, Card):  # an image: recorded, not read
+            cards.append(read)
+            head = f"attached image {attachment.name}:\n"
+            blocks.append(head + card_text(read)[: ATTACHED_CHARS - len(head)])
+            continue
         if isinstance(read, str):
             (refusals if read.startswith("[not read") else blocks).append(read)
             continue
@@ -136,24 +143,21 @@ def _distilled(text: str, max_chars: int, distill_chars: int) -> tuple[str, list
     return rendered.prose, cards
 
 
-def _read(attachment: Attachment, max_bytes: int) -> str | tuple[int, str]:
-    """The size and text of a text file; or the line the message carries instead (a note on
-    an image, or why the file was not read)."""
+def _read(attachment: Attachment, max_bytes: int) -> Card | str | tuple[int, str]:
+    """The size and text of a text file; the card of an image (recorded, not read); or the
+    line the message carries instead (why the file was not read)."""
     name, size = attachment.name, attachment.size or len(attachment.data or b"")
     media = attachment.media_type or mimetypes.guess_type(name)[0] or ""
     if attachment.refused:
         return f"[not read: {name}: {attachment.refused}]"
     if size > max_bytes or len(attachment.data or b"") > max_bytes:
-        return (
-            f"[not read: {name} is {human_size(size)}; the limit is {human_size(max_bytes)} "
-            "(CAIRN_ATTACHMENT_MAX_BYTES)]"
-        )
-    if media.startswith("image/"):
-        return (
-            f"[attached image {name} ({media}, {human_size(size)}): not read; "
-            "I can't see images yet]"
-        )
+        shown, limit = human_size(size), human_size(max_bytes)
+        if shown == limit:  # "10.0 MB; the limit is 10.0 MB" would puzzle anyone
+            shown, limit = f"{size:,} bytes", f"{max_bytes:,} bytes"
+        return f"[not read: {name} is {shown}; the limit is {limit} (CAIRN_ATTACHMENT_MAX_BYTES)]"
     data = attachment.data
+    if media.startswith("image/"):
+        return image_card(name, media, max(size, len(data or b"")), data)
     if data is None:
         return f"[not read: {name}: it could not be downloaded]"
     text = _decoded(data)
