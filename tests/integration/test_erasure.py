@@ -6,6 +6,7 @@ Cairn has, are gone from every table, every index point and every byte under CAI
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -241,3 +242,40 @@ def test_compacting_the_embedded_index_leaves_no_byte_of_a_deleted_point(tmp_pat
     assert index.count() == 100
     assert [i for i, _ in index.search("word2", kept, "cairn", 1)] == [2]
     index.close()
+
+
+def _slack_export(path: Path) -> Path:
+    """A workspace export of one channel where zed (U0ZED) and amy (U0AMY) each said a thing."""
+    users = [
+        {"id": u, "name": n, "team_id": "T0TEAM"} for u, n in (("U0ZED", "zed"), ("U0AMY", "amy"))
+    ]
+    said = (("U0ZED", f"the {WORDS['import']} service moves"), ("U0AMY", f"the {KEPT} cache"))
+    day = [
+        {"type": "message", "user": user, "text": text, "ts": f"176207040{i}.000100"}
+        for i, (user, text) in enumerate(said)
+    ]
+    with zipfile.ZipFile(path, "w") as export:
+        export.writestr("users.json", json.dumps(users))
+        export.writestr("channels.json", json.dumps([{"id": "C0GEN", "name": "general"}]))
+        export.writestr("general/2025-11-02.json", json.dumps(day))
+    return path
+
+
+@pytest.mark.slow
+def test_a_persons_imported_slack_history_is_erased_and_the_others_stays(
+    backend: Settings, tmp_path: Path
+) -> None:
+    code, out = _run("import", "slack", str(_slack_export(tmp_path / "export.zip")), "--json")
+    assert code == 0, out
+    code, out = _run("memory", "erase", "--person", "U0ZED", "--tenant", "slack:T0TEAM", "--json")
+    assert code == 0, out
+    assert json.loads(out)["counts"]["memories"] == 1
+    rt = build_runtime(load_settings())
+    try:
+        assert WORDS["import"] not in _tables(rt)
+        assert KEPT in _tables(rt)
+    finally:
+        rt.close()
+    assert WORDS["import"].encode() not in _bytes_under(backend.home_dir)
+    code, out = _run("memory", "doctor", "--json")
+    assert json.loads(out)["healthy"], out
