@@ -119,3 +119,17 @@ def test_a_run_killed_part_way_is_completed_by_the_next_without_loss_or_double(
     public = {"C00000000", "C00000001"}
     for row in rows:
         assert row.private_to == (None if row.source_channel in public else row.source_channel)
+
+
+@pytest.mark.slow
+def test_the_benchmark_imports_an_export_twice_and_the_second_run_adds_nothing(
+    tmp_path: Path,
+) -> None:
+    from cairn.bench.slack_import import measure
+
+    figures = measure(300, tmp_path, "none")
+    assert figures.messages == 300
+    assert 0 < figures.stored < figures.messages
+    assert figures.second_run_stored == 0
+    assert figures.peak_mib > 0
+    assert figures.database_mib > 0
