@@ -365,6 +365,10 @@ def show_config(as_json: bool) -> None:
             "cairn.bench.imports:import_command",
             "Peak RSS of `cairn memory import` and `export` at each size (flat is the goal).",
         ),
+        "slack-import": (
+            "cairn.bench.slack_import:slack_import_command",
+            "Messages/s, peak RSS and database size of `cairn import slack` at each size.",
+        ),
     },
 )
 def bench() -> None:
