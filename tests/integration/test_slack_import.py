@@ -17,6 +17,7 @@ from cairn.db.models import MemoryRow
 from cairn.memory.records import visible_to
 from cairn.memory.scope import Scope
 from cairn.memory.store import MemoryStore
+from cairn.runtime import Runtime
 from tests.support.slack_export import (
     DECISION,
     DM_WORDS,
@@ -146,3 +147,22 @@ def test_a_second_run_adds_nothing_with_or_without_its_checkpoint(
     assert third.stored == 0
     assert sum(t.present for t in third.channels.values()) == first.stored
     assert len(_rows(database)) == first.stored
+
+
+def test_a_public_decision_is_recalled_in_a_new_thread_and_a_dm_only_in_the_dm(
+    runtime: Runtime, export_zip: tuple[Path, Written]
+) -> None:
+    path, written = export_zip
+    agent = runtime.settings.agent
+    with SlackExport(path) as export:
+        SlackImport(runtime.memory, export, agent=agent).run(export.days())
+    runtime.memory.flush_outbox()
+    dm = written.conversations["D00000000"]
+    # A new thread in another public channel than the one the decision was made in.
+    public = Scope(TENANT, agent, written.conversations["team-1"], "U02BOB", "9999.000001")
+    found = runtime.memory.recall("what did we decide about the payments database?", public)
+    assert DECISION in found[0].memory.text
+    question = "what is the quartz-zebra offer for Bob?"
+    assert not any(DM_WORDS in r.memory.text for r in runtime.memory.recall(question, public, 20))
+    in_dm = Scope(TENANT, agent, dm, "U01ALICE", "9999.000002", private_to=dm)
+    assert DM_WORDS in runtime.memory.recall(question, in_dm)[0].memory.text
