@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 
 from cairn.bot.spool import forget_in_spools
+from cairn.core.errors import StorageError
 from cairn.memory.erasure import ErasureReport, compact, erase_person
-from cairn.memory.index import IndexUnavailable
 from cairn.runtime import Runtime
 
 __all__ = ["DEPARTED_BY", "erase_departed"]
@@ -24,12 +24,12 @@ DEPARTED_BY = "cairn:departed"  # who the audit row says erased them
 
 def erase_departed(rt: Runtime, tenant: str, person: str) -> ErasureReport | None:
     """Erase ``person`` of ``tenant`` if CAIRN_ERASE_DEPARTED is on; None when it is off or
-    the index was unavailable (logged: run ``cairn memory erase`` then)."""
+    the erasure failed (logged: run ``cairn memory erase`` then)."""
     if not rt.settings.workers.erase_departed:
         return None
     try:
         report = erase_person(rt.db, rt.memory.index, person, by=DEPARTED_BY, tenant=tenant)
-    except IndexUnavailable as exc:
+    except StorageError as exc:
         log.error("could not erase %s, who left %s: %s", person, tenant, exc)
         return None
     forget_in_spools(rt.settings.home_dir, person)

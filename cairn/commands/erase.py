@@ -49,7 +49,8 @@ def memory_erase(
     index compacted, so the freed bytes are gone from CAIRN_HOME. One audit row
     records whom, by whom and when, with counts only (never the content).
     Cairn does not keep exports: files you wrote with `cairn memory export`
-    are yours to delete.
+    are yours to delete. With the embedded index, stop `cairn run` first (one
+    process holds the index; erase refuses, erasing nothing, while it is held).
 
     \b
     Examples:

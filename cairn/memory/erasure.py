@@ -28,6 +28,7 @@ from typing import Any
 from sqlalchemy import and_, delete, or_, true, update
 from sqlmodel import Session, col, select
 
+from cairn.core.errors import StorageError
 from cairn.db import Database
 from cairn.db.models import (
     Artifact,
@@ -55,8 +56,11 @@ __all__ = [
     "ERASED_TEXT",
     "ErasureReport",
     "Removal",
+    "chunks",
     "compact",
+    "delete_in",
     "erase_person",
+    "ids_of",
     "ids_where",
     "remove",
 ]
@@ -129,7 +133,7 @@ def erase_person(
 
     The index points of the erased memories are deleted before the database rows, so a
     failure between the two leaves rows that a second run erases. ``dry_run`` counts what
-    would go and changes nothing. Raises IndexUnavailable when the vector index cannot be
+    would go and changes nothing. Raises StorageError when the vector index cannot be
     reached (nothing is erased then: run again once it is up).
     """
     with db.session() as s:
@@ -137,7 +141,14 @@ def erase_person(
         report = ErasureReport(person, dry_run, plan.counts(), sorted(plan.tenants))
         if dry_run:
             return report
-        remove(s, index, plan)
+        try:
+            remove(s, index, plan)
+        except IndexUnavailable as exc:
+            raise StorageError(
+                f"nothing was erased: the vector index is unavailable ({exc}). With the "
+                "embedded index, stop the process that holds it (cairn run, cairn worker) and "
+                "run the erasure again"
+            ) from exc
         audit = Erasure(tenant_id=tenant or "", person=person, erased_by=by, counts=report.counts)
         s.add(audit)
         s.flush()
@@ -261,8 +272,8 @@ def _plan_sessions(s: Session, plan: Removal, person: str, tenant: str | None) -
     if not plan.events:
         return
     ids = sorted(plan.events)
-    plan.outbound = ids_where(s, OutboundMessage.id, col(OutboundMessage.cause_event_id).in_(ids))
-    plan.approvals |= ids_where(s, ToolApproval.id, col(ToolApproval.cause_event_id).in_(ids))
+    plan.outbound = ids_of(s, OutboundMessage.id, OutboundMessage.cause_event_id, ids)
+    plan.approvals |= ids_of(s, ToolApproval.id, ToolApproval.cause_event_id, ids)
     for session_id, texts in erased_texts.items():
         _plan_artifacts(s, plan, session_id, texts)
 
@@ -290,7 +301,7 @@ def _plan_redactions(s: Session, plan: Removal) -> None:
     """Bot messages outside the erased turns that showed, used or announced an erased memory."""
     if not plan.memories:
         return
-    shown = ids_where(s, MemoryUse.outbound_id, col(MemoryUse.memory_id).in_(sorted(plan.memories)))
+    shown = ids_of(s, MemoryUse.outbound_id, MemoryUse.memory_id, sorted(plan.memories))
     plan.redacted = shown - plan.outbound
     for outbound_id in plan.redacted:
         message = s.get(OutboundMessage, outbound_id)
@@ -313,6 +324,15 @@ def ids_where(s: Session, column: Any, where: Any) -> set[int]:
     return {i for i in s.exec(select(column).where(where)).all() if i is not None}
 
 
+def ids_of(s: Session, column: Any, key: Any, among: Sequence[Any]) -> set[int]:
+    """The ids in ``column`` of the rows whose ``key`` is one of ``among``, asked in chunks
+    (SQLite takes at most 32,766 values in one statement)."""
+    found: set[int] = set()
+    for chunk in chunks(among):
+        found |= ids_where(s, column, col(key).in_(chunk))
+    return found
+
+
 # --- taking it out --------------------------------------------------------------------------
 
 
@@ -323,17 +343,21 @@ def remove(s: Session, index: VectorIndex | None, plan: Removal) -> None:
         index.delete(sorted(plan.memories))
     memories, events = sorted(plan.memories), sorted(plan.events)
     outbound = sorted(plan.outbound)
-    _delete_in(s, MemoryUse, MemoryUse.outbound_id, outbound)
-    _delete_in(s, MemoryUse, MemoryUse.memory_id, memories)
-    _delete_in(s, Reaction, Reaction.outbound_id, outbound)
-    _delete_in(s, Reaction, Reaction.id, sorted(plan.reactions))
-    _delete_in(s, OutboundMessage, OutboundMessage.id, outbound)
-    _delete_in(s, StreamedReply, StreamedReply.cause_event_id, events)
-    _delete_in(s, ToolApproval, ToolApproval.id, sorted(plan.approvals))
-    _delete_in(s, DeadLetter, DeadLetter.event_id, events)
-    seqs = s.exec(
-        select(SessionEvent.session_id, SessionEvent.seq).where(col(SessionEvent.id).in_(events))
-    ).all()
+    delete_in(s, MemoryUse, MemoryUse.outbound_id, outbound)
+    delete_in(s, MemoryUse, MemoryUse.memory_id, memories)
+    delete_in(s, Reaction, Reaction.outbound_id, outbound)
+    delete_in(s, Reaction, Reaction.id, sorted(plan.reactions))
+    delete_in(s, OutboundMessage, OutboundMessage.id, outbound)
+    delete_in(s, StreamedReply, StreamedReply.cause_event_id, events)
+    delete_in(s, ToolApproval, ToolApproval.id, sorted(plan.approvals))
+    delete_in(s, DeadLetter, DeadLetter.event_id, events)
+    seqs = [
+        row
+        for chunk in chunks(events)
+        for row in s.exec(
+            select(SessionEvent.session_id, SessionEvent.seq).where(col(SessionEvent.id).in_(chunk))
+        ).all()
+    ]
     for session_id, seq in seqs:
         s.execute(
             delete(ContextTelemetry).where(
@@ -341,44 +365,46 @@ def remove(s: Session, index: VectorIndex | None, plan: Removal) -> None:
                 col(ContextTelemetry.event_seq) == seq,
             )
         )
-    _delete_in(s, SessionEvent, SessionEvent.id, events)
+    delete_in(s, SessionEvent, SessionEvent.id, events)
     # Derived from the log, deterministically: rebuilt from what is left when next needed.
-    _delete_in(s, ContextCheckpoint, ContextCheckpoint.session_id, sorted(plan.sessions))
-    _delete_in(s, ContextArtifact, ContextArtifact.id, sorted(plan.context_artifacts))
+    delete_in(s, ContextCheckpoint, ContextCheckpoint.session_id, sorted(plan.sessions))
+    delete_in(s, ContextArtifact, ContextArtifact.id, sorted(plan.context_artifacts))
     for sha in sorted(plan.artifacts):
         if s.exec(select(ContextArtifact.id).where(ContextArtifact.sha256 == sha)).first() is None:
             s.execute(delete(Artifact).where(col(Artifact.sha256) == sha))
     _blank(s, OutboundMessage, OutboundMessage.id, sorted(plan.redacted))
     _blank(s, SessionEvent, SessionEvent.id, sorted(plan.redacted_events))
     # The memories: what pointed at them first, then the rows (a replaced fact is current again).
-    _delete_in(s, MemoryOutbox, MemoryOutbox.memory_id, memories)
-    _delete_in(s, MemoryAudit, MemoryAudit.memory_id, memories)
-    for chunk in _chunks(memories):
+    delete_in(s, MemoryOutbox, MemoryOutbox.memory_id, memories)
+    delete_in(s, MemoryAudit, MemoryAudit.memory_id, memories)
+    for chunk in chunks(memories):
         s.execute(
             update(MemoryRow)
             .where(col(MemoryRow.superseded_by).in_(chunk))
             .values(superseded_by=None, valid_until=None)
         )
-    _delete_in(s, MemoryRow, MemoryRow.id, memories)
-    for chunk in _chunks(sorted(plan.reasons)):
+    delete_in(s, MemoryRow, MemoryRow.id, memories)
+    for chunk in chunks(sorted(plan.reasons)):
         s.execute(
             update(MemoryRow).where(col(MemoryRow.id).in_(chunk)).values(retraction_reason="")
         )
     memos = sorted(plan.memos)
-    _delete_in(s, MemoReceipt, MemoReceipt.memo_id, memos)
-    _delete_in(s, MemoRow, MemoRow.id, memos)
+    delete_in(s, MemoReceipt, MemoReceipt.memo_id, memos)
+    delete_in(s, MemoRow, MemoRow.id, memos)
 
 
-def _chunks(ids: Sequence[Any], size: int = 500) -> Iterable[Sequence[Any]]:
+def chunks(ids: Sequence[Any], size: int = 500) -> Iterable[Sequence[Any]]:
+    """``ids`` in slices of ``size``, for statements with one bound value per id."""
     for start in range(0, len(ids), size):
         yield ids[start : start + size]
 
 
-def _delete_in(s: Session, model: type[Any], column: Any, ids: Sequence[Any]) -> None:
-    for chunk in _chunks(ids):
+def delete_in(s: Session, model: type[Any], column: Any, ids: Sequence[Any]) -> None:
+    """Delete the rows of ``model`` whose ``column`` is one of ``ids``."""
+    for chunk in chunks(ids):
         s.execute(delete(model).where(col(column).in_(chunk)))
 
 
 def _blank(s: Session, model: type[Any], column: Any, ids: Sequence[int]) -> None:
-    for chunk in _chunks(ids):
+    for chunk in chunks(ids):
         s.execute(update(model).where(col(column).in_(chunk)).values(text=ERASED_TEXT, data={}))

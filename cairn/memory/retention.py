@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete
 from sqlmodel import col, select
 
 from cairn.core.settings import WorkerSettings
@@ -30,7 +29,7 @@ from cairn.db.models import (
     ToolApproval,
     utcnow,
 )
-from cairn.memory.erasure import Removal, ids_where, remove
+from cairn.memory.erasure import Removal, chunks, delete_in, ids_of, remove
 from cairn.memory.index import VectorIndex
 
 __all__ = ["RetentionReport", "apply_retention"]
@@ -72,14 +71,16 @@ def apply_retention(
                     )
                 ).all()
             )
-            waiting = set(
-                s.exec(
+            waiting = {
+                sid
+                for chunk in chunks(sorted(sid for sid in old if sid is not None))
+                for sid in s.exec(
                     select(SessionEvent.session_id).where(
-                        col(SessionEvent.session_id).in_(old),
+                        col(SessionEvent.session_id).in_(chunk),
                         SessionEvent.status == EventStatus.PENDING,
                     )
                 ).all()
-            )
+            }
             plan.sessions = {sid for sid in old - waiting if sid is not None}
         if policy.retention_episode_days is not None:
             cutoff = now - timedelta(days=policy.retention_episode_days)
@@ -97,27 +98,22 @@ def apply_retention(
             }
         sessions = sorted(plan.sessions)
         if sessions:
-            plan.events = ids_where(s, SessionEvent.id, col(SessionEvent.session_id).in_(sessions))
-            plan.outbound = ids_where(
-                s, OutboundMessage.id, col(OutboundMessage.session_id).in_(sessions)
-            )
-            plan.approvals = ids_where(
-                s, ToolApproval.id, col(ToolApproval.session_id).in_(sessions)
-            )
-            plan.context_artifacts = ids_where(
-                s, ContextArtifact.id, col(ContextArtifact.session_id).in_(sessions)
-            )
-            plan.artifacts = set(
-                s.exec(
-                    select(ContextArtifact.sha256).where(
-                        col(ContextArtifact.session_id).in_(sessions)
-                    )
+            plan.events = ids_of(s, SessionEvent.id, SessionEvent.session_id, sessions)
+            plan.outbound = ids_of(s, OutboundMessage.id, OutboundMessage.session_id, sessions)
+            plan.approvals = ids_of(s, ToolApproval.id, ToolApproval.session_id, sessions)
+            cards = ids_of(s, ContextArtifact.id, ContextArtifact.session_id, sessions)
+            plan.context_artifacts = cards
+            plan.artifacts = {
+                sha
+                for chunk in chunks(sorted(cards))
+                for sha in s.exec(
+                    select(ContextArtifact.sha256).where(col(ContextArtifact.id).in_(chunk))
                 ).all()
-            )
+            }
         report = RetentionReport(len(plan.sessions), len(plan.events), len(plan.memories))
         if dry_run or not (plan.sessions or plan.memories):
             return report
         remove(s, index, plan)
-        s.execute(delete(ContextTelemetry).where(col(ContextTelemetry.session_id).in_(sessions)))
-        s.execute(delete(AgentSession).where(col(AgentSession.id).in_(sessions)))
+        delete_in(s, ContextTelemetry, ContextTelemetry.session_id, sessions)
+        delete_in(s, AgentSession, AgentSession.id, sessions)
     return report
