@@ -28,6 +28,7 @@ import json
 import random
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -235,6 +236,10 @@ def _text(tenant: str, thread: int, message: int) -> str:
     return (
         f"{tenant} {thread}.{message}: the nightly deploy of service {thread} is done, canary fine"
     )
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _repeated_text(tenant: str, thread: int, message: int) -> str:
@@ -511,6 +516,9 @@ def pipeline_command(
       cairn bench pipeline --rate 100    # latency at 100 msg/s offered
       cairn bench pipeline --unique      # with the embedding model on every message
     """
+    # Killed (SIGTERM), stop the `cairn worker` processes on the way out like on any other
+    # exit: left running, they would take the next run's tasks from the same broker database.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         results = bench_pipeline(
             threads,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +119,62 @@ def test_a_full_turn_on_a_seeded_home_writes_and_recalls_memories(tmp_path: Path
         assert len(seeded) == 40
         facts = [r for r in rows if r[0] == tenant and "deploys from runner" in r[2]]
         assert len(facts) == 2  # one "remember that ..." per thread
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(
+                line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line
+            )
+        except OSError:
+            continue  # gone meanwhile
+        if fields.get("PPid", "").strip() == str(pid):
+            found.append(int(status.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+def test_a_killed_pipeline_bench_stops_its_workers(redis_url: str) -> None:
+    # Left running, a killed bench's workers would take the next run's tasks from the broker.
+    bench = subprocess.Popen(
+        [
+            *CAIRN,
+            "bench",
+            "pipeline",
+            "--threads",
+            "50",
+            "--messages",
+            "200",
+            "--redis-url",
+            redis_url,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        workers: list[int] = []
+        while len(workers) < 2:
+            assert time.monotonic() < deadline, "the bench never started its workers"
+            assert bench.poll() is None, "the bench ended before it was killed"
+            time.sleep(0.2)
+            workers = _children(bench.pid)
+        time.sleep(1.0)  # into the run
+        bench.send_signal(signal.SIGTERM)
+        assert bench.wait(timeout=60) == 128 + signal.SIGTERM
+        time.sleep(0.5)
+        assert [pid for pid in workers if _alive(pid)] == []
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
