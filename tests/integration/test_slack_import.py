@@ -39,6 +39,7 @@ def export_zip(tmp_path: Path) -> tuple[Path, Written]:
 
 
 def _import(database: Database, path: Path, home: Path | None = None) -> SlackImportReport:
+    """Import the export at ``path`` into ``database``, with a checkpoint under ``home``."""
     with SlackExport(path) as export:
         importer = SlackImport(MemoryStore(database, None), export, agent="cairn")
         days = export.days()
@@ -166,3 +167,21 @@ def test_a_public_decision_is_recalled_in_a_new_thread_and_a_dm_only_in_the_dm(
     assert not any(DM_WORDS in r.memory.text for r in runtime.memory.recall(question, public, 20))
     in_dm = Scope(TENANT, agent, dm, "U01ALICE", "9999.000002", private_to=dm)
     assert DM_WORDS in runtime.memory.recall(question, in_dm)[0].memory.text
+
+
+def test_a_checkpoint_is_not_believed_by_a_database_without_the_import(
+    database: Database, export_zip: tuple[Path, Written], tmp_path: Path
+) -> None:
+    path, written = export_zip
+    home = tmp_path / "home"
+    _import(database, path, home)
+    (checkpoint,) = (home / "imports").iterdir()
+    checkpoint.write_text(checkpoint.read_text() + "general/2026-01-0")  # a line cut by a kill
+    other = Database(f"sqlite:///{tmp_path / 'other.db'}")
+    other.migrate()
+    try:
+        report = _import(other, path, home)
+        assert (report.stored, report.resumed) == (sum(written.human.values()), 0)
+        assert checkpoint.read_text().endswith(".json\n")
+    finally:
+        other.dispose()

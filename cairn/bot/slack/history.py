@@ -22,12 +22,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from sqlmodel import select
+
 from cairn.bot.slack.export import Conversation, DayFile, ExportMessage, SlackExport
 from cairn.bot.slack.mrkdwn import from_slack
 from cairn.bot.slack.workspaces import PLATFORM, tenant_of
 from cairn.core.errors import InvalidInput
 from cairn.core.injection import instruction_reason
 from cairn.core.progress import ProgressCallback
+from cairn.db.models import MemoryRow
 from cairn.memory.scope import Scope, Source, Visibility, private_to
 from cairn.memory.store import MemoryStore
 from cairn.sessions.events import ChatEvent
@@ -133,8 +136,14 @@ class SlackImport:
         """Import ``days`` in order, skipping those ``checkpoint`` lists as done and adding
         each day to it once its messages are written. ``progress`` hears (messages read,
         ``total``). Raises MalformedExport as :meth:`check` does, StorageError when the
-        database fails (the days before stay imported)."""
+        database fails (the days before stay imported).
+
+        The checkpoint is believed only while the database holds this tenant's imported
+        episodes: a database emptied or replaced since (the same CAIRN_HOME) is imported whole
+        again, not skipped."""
         done = _done(checkpoint)
+        if done and not self._imported_before():
+            done = set()
         tallies: dict[str, ChannelTally] = {}
         read = resumed = 0
         for day in days:
@@ -160,6 +169,20 @@ class SlackImport:
             progress(read, max(total, read))
         self.memory.index_outbox.after_write()
         return SlackImportReport(self.tenant, tallies, len(days), resumed)
+
+    def _imported_before(self) -> bool:
+        """Whether the database holds an episode imported from Slack for this tenant."""
+        with self.memory.db.session() as s:
+            found = s.exec(
+                select(MemoryRow.id)
+                .where(
+                    MemoryRow.tenant_id == self.tenant,
+                    MemoryRow.kind == "episode",
+                    MemoryRow.source_platform == PLATFORM,
+                )
+                .limit(1)
+            ).first()
+        return found is not None
 
     def _one(self, conversation: Conversation, message: ExportMessage, tally: ChannelTally) -> None:
         if message.noise is not None:
@@ -237,8 +260,11 @@ def _done(checkpoint: Path | None) -> set[str]:
     """The day files ``checkpoint`` lists (a last line cut by a kill is not one of them)."""
     if checkpoint is None or not checkpoint.exists():
         return set()
-    lines = checkpoint.read_text(encoding="utf-8").split("\n")
-    return set(lines[:-1])  # only whole lines: each ends with a newline once written
+    text = checkpoint.read_text(encoding="utf-8")
+    whole = text[: text.rfind("\n") + 1]
+    if whole != text:  # a line cut by a kill: dropped, so that the next one starts clean
+        checkpoint.write_text(whole, encoding="utf-8")
+    return set(whole.split("\n")[:-1])
 
 
 def _mark(checkpoint: Path, member: str) -> None:
