@@ -135,8 +135,10 @@ class SlackImport:
     ) -> SlackImportReport:
         """Import ``days`` in order, skipping those ``checkpoint`` lists as done and adding
         each day to it once its messages are written. ``progress`` hears (messages read,
-        ``total``). Raises MalformedExport as :meth:`check` does, StorageError when the
-        database fails (the days before stay imported).
+        ``total``). The index work is left in the outbox for the caller's
+        ``memory.flush_outbox`` (which can show its own progress). Raises MalformedExport as
+        :meth:`check` does, StorageError when the database fails (the days before stay
+        imported).
 
         The checkpoint is believed only while the database holds this tenant's imported
         episodes: a database emptied or replaced since (the same CAIRN_HOME) is imported whole
@@ -167,7 +169,6 @@ class SlackImport:
                 _mark(checkpoint, day.member)
         if progress is not None:
             progress(read, max(total, read))
-        self.memory.index_outbox.after_write()
         return SlackImportReport(self.tenant, tallies, len(days), resumed)
 
     def _imported_before(self) -> bool:
