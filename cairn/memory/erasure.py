@@ -50,7 +50,7 @@ from cairn.db.models import (
     ToolApproval,
 )
 from cairn.memory.index import IndexUnavailable, VectorIndex
-from cairn.memory.store import LEARNED
+from cairn.memory.store import LEARNED, RETRACT
 
 __all__ = [
     "ERASED_TEXT",
@@ -104,6 +104,7 @@ class Removal:
     reactions: set[int] = field(default_factory=set)
     approvals: set[int] = field(default_factory=set)
     reasons: set[int] = field(default_factory=set)  # memories whose retraction reason is theirs
+    said_in_audit: set[int] = field(default_factory=set)  # audit rows holding their reason
     tenants: set[str] = field(default_factory=set)
 
     def counts(self) -> dict[str, int]:
@@ -221,6 +222,18 @@ def _plan(s: Session, person: str, tenant: str | None) -> Removal:
             )
         ).all()
         if mid is not None and mid not in plan.memories
+    }
+    # A retraction's audit row keeps the reason given, in the retracting person's words.
+    plan.said_in_audit = {
+        aid
+        for aid, memory_id, data in s.exec(
+            select(MemoryAudit.id, MemoryAudit.memory_id, MemoryAudit.data).where(
+                MemoryAudit.actor == person,
+                MemoryAudit.action == RETRACT,
+                _in_tenant(MemoryAudit.tenant_id, tenant),
+            )
+        ).all()
+        if aid is not None and memory_id not in plan.memories and (data or {}).get("reason")
     }
     return plan
 
@@ -388,6 +401,11 @@ def remove(s: Session, index: VectorIndex | None, plan: Removal) -> None:
         s.execute(
             update(MemoryRow).where(col(MemoryRow.id).in_(chunk)).values(retraction_reason="")
         )
+    for audit_id in sorted(plan.said_in_audit):
+        row = s.get(MemoryAudit, audit_id)
+        if row is not None:
+            row.data = {**row.data, "reason": ""}
+            s.add(row)
     memos = sorted(plan.memos)
     delete_in(s, MemoReceipt, MemoReceipt.memo_id, memos)
     delete_in(s, MemoRow, MemoRow.id, memos)

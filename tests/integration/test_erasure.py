@@ -42,6 +42,7 @@ WORDS = {
     "memo": "drobnakle",
     "import": "fennigrasp",
     "spool": "oxtwillow",
+    "retraction": "plimsquall",
 }
 KEPT = "halvorsen"  # the other person's word: it stays
 
@@ -131,6 +132,10 @@ def _write_everything(rt: Runtime, tmp_path: Path) -> None:
     )
     exported = tmp_path / "old.jsonl"
     exported.write_text("\n".join(export_memories(rt.db, "old")) + "\n")
+    # A retraction of bob's memory, with zed's reason.
+    bob = rt.memory.remember("the bastion host is bastion-2", Scope(TENANT, "cairn"))
+    reason = f"{WORDS['retraction']} replaced it"
+    rt.memory.retract(bob.memory.id, Scope(TENANT, "cairn"), by="zed", reason=reason)
     # A frontend's spool: a record acknowledged and not yet in the log when its process ended.
     spool = Spool(spool_folder(rt.settings, "slack"))
     spool.append({"event": {"user": "zed", "text": f"{WORDS['spool']} is down"}}, take=False)
@@ -203,11 +208,14 @@ def test_an_erased_persons_words_are_nowhere_and_others_memories_stay(
         with rt.db.session() as s:
             kept = [m.text for m in s.exec(select(MemoryRow)).all()]
             [audit] = s.exec(select(Erasure)).all()
-        assert kept == [f"the {KEPT} database listens on port 6543"]
+        assert kept == [
+            f"the {KEPT} database listens on port 6543",
+            "the bastion host is bastion-2",
+        ]
         assert (audit.person, audit.erased_by) == ("zed", "dpo")
         assert audit.counts == {k: v for k, v in report["counts"].items() if k != "spool_records"}
         found = rt.memory.recall(f"{KEPT} port", Scope(TENANT, "cairn"))
-        assert [r.memory.text for r in found] == kept
+        assert [r.memory.text for r in found] == kept[:1]
         code, out = _run("memory", "doctor", "--json")
         assert code == 0, out
         assert json.loads(out)["healthy"]
