@@ -287,3 +287,23 @@ def test_a_persons_imported_slack_history_is_erased_and_the_others_stays(
     assert WORDS["import"].encode() not in _bytes_under(backend.home_dir)
     code, out = _run("memory", "doctor", "--json")
     assert json.loads(out)["healthy"], out
+
+
+def test_a_spool_segment_a_running_frontend_holds_is_left_and_counted(settings: Settings) -> None:
+    from cairn.bot.spool import forget_in_spools
+
+    ended = Spool(spool_folder(settings, "slack"))
+    ended.append({"event": {"user": "zed", "text": "from a process that ended"}}, take=False)
+    ended.append({"event": {"user": "amy", "text": "amy's, kept"}}, take=False)
+    ended.close()
+    running = Spool(spool_folder(settings, "matrix"))
+    running.append({"event": {"sender": "zed", "body": "held by a live frontend"}}, take=False)
+    try:
+        assert forget_in_spools(settings.home_dir, "zed", dry_run=True) == (1, 1)
+        assert forget_in_spools(settings.home_dir, "zed") == (1, 1)
+        left = _bytes_under(settings.home_dir / "spool")
+        assert b"from a process that ended" not in left
+        assert b"amy's, kept" in left
+        assert b"held by a live frontend" in left
+    finally:
+        running.close()

@@ -67,8 +67,16 @@ def _seed(rt: Runtime) -> dict[str, int]:
     return {name: r.memory.id for name, r in ids.items()}
 
 
-@pytest.fixture
-def retaining(monkeypatch: pytest.MonkeyPatch) -> Runtime:
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def retaining(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Runtime:
+    """A runtime that keeps sessions and episodes 30 days, on SQLite or PostgreSQL."""
+    if request.param == "postgres":
+        monkeypatch.setenv("CAIRN_DATABASE_URL", request.getfixturevalue("postgres_url"))
     monkeypatch.setenv("CAIRN_RETENTION_SESSION_DAYS", "30")
     monkeypatch.setenv("CAIRN_RETENTION_EPISODE_DAYS", "30")
     get_settings.cache_clear()
