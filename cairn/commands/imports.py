@@ -115,13 +115,18 @@ def import_slack(
                 days = export.days(wanted, since, until)
                 with progress_bar("checking", quiet=as_json) as progress:
                     total = importer.check(days, progress)
-                checkpoint = checkpoint_path(rt.settings.home_dir, export, importer.tenant)
+            except InvalidInput as exc:
+                raise click.ClickException(f"nothing imported: {exc}") from exc
+            checkpoint = checkpoint_path(rt.settings.home_dir, export, importer.tenant)
+            try:
                 with progress_bar("importing", quiet=as_json) as progress:
                     report = importer.run(
                         days, checkpoint=checkpoint, progress=progress, total=total
                     )
-            except InvalidInput as exc:
-                raise click.ClickException(f"nothing more imported: {exc}") from exc
+            except InvalidInput as exc:  # the zip changed under the run
+                raise click.ClickException(
+                    f"stopped: {exc}; the days before are imported, run again to continue"
+                ) from exc
         with progress_bar("indexing", quiet=as_json) as progress:
             rt.memory.flush_outbox(progress=progress)
     if as_json:

@@ -81,7 +81,7 @@ def test_a_malformed_export_is_refused_before_anything_is_written(
     write_export(path, malformed="team-1/2026-01-07.json")
     done = CliRunner().invoke(main, ["import", "slack", str(path)])
     assert done.exit_code != 0
-    assert "team-1/2026-01-07.json, line 4" in done.output
+    assert "nothing imported: team-1/2026-01-07.json, line 4" in done.output
     assert _count(clean_env) == 0
 
 
