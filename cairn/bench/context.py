@@ -19,12 +19,11 @@ from typing import Any
 import click
 
 from cairn.bench.cost import (
+    CacheRules,
     CacheUsage,
     CostLedger,
     Prices,
-    PromptCache,
-    minimum_cacheable,
-    request_blocks,
+    cache_rules,
 )
 from cairn.bench.opsgen import Fact, GeneratedTurn, generate_thread
 from cairn.bench.plots import plot_locomo, plot_thread, require_plotting
@@ -122,19 +121,21 @@ def run_benchmark(
     tools: Sequence[ToolSpec],
     seed: int = 7,
     folder: Path | None = None,
-    cache_minimum: int = 1024,
+    rules: CacheRules | None = None,
 ) -> dict[str, ModeFigures]:
     """Drive a generated thread of ``turns`` messages through both modes; figures per mode.
 
-    Each mode's prompts also go through its own :class:`PromptCache` (``cache_minimum`` the
-    model's shortest cacheable prefix), one turn a minute, each reply's tokens as the output.
+    Each mode's prompts also go through its own replay of the provider's prompt cache
+    (``rules``; Anthropic's for the default model when None), one turn a minute, each reply's
+    tokens as the output.
     """
     thread, facts = generate_thread(turns, seed)
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         db = Database(f"sqlite:///{Path(tmp) / 'bench.db'}")
         db.migrate()
         try:
-            return _drive(db, thread, facts, budget, system, tools, cache_minimum)
+            rules = rules or cache_rules("anthropic", default_prices().model)
+            return _drive(db, thread, facts, budget, system, tools, rules)
         finally:
             db.dispose()
 
@@ -146,7 +147,7 @@ def _drive(
     budget: int,
     system: str,
     tools: Sequence[ToolSpec],
-    cache_minimum: int,
+    rules: CacheRules,
 ) -> dict[str, ModeFigures]:
     log = EventLog(db)
     session = log.open_session(ThreadRef("bench", "bench", "ops", "incident"), "cairn")
@@ -156,7 +157,7 @@ def _drive(
     classic = ClassicCompiler(db, budget=budget, truncate=False)
     extra = tools_tokens(tools)
     figures = {"engine": ModeFigures(budget), "classic": ModeFigures(budget)}
-    caches = {name: PromptCache(cache_minimum) for name in figures}
+    caches = {name: rules.cache() for name in figures}
     stated = [(i, f) for i, f in enumerate(facts) if f.kind in {"constraint", "decision"}]
     for number, turn in enumerate(thread):
         event = log.append(
@@ -183,7 +184,7 @@ def _drive(
             text = prompt.text().casefold()
             fig.tokens.append(prompt.prompt_tokens)
             fig.compile_ms.append(ms)
-            blocks = request_blocks(prompt.system, prompt.context, prompt.messages, tools)
+            blocks = rules.blocks(prompt.system, prompt.context, prompt.messages, tools)
             fig.usage.append(
                 caches[name].send(blocks, number * TURN_SECONDS, count_tokens(turn.reply))
             )
@@ -213,6 +214,12 @@ def _drive(
               help="With --locomo: replay only the first N conversation files.")  # fmt: skip
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also draw the figures into this PNG (needs the plot extra).")  # fmt: skip
+@click.option("--provider", type=click.Choice(["anthropic", "openai"]), default=None,
+              help="Whose prompt cache to price: Anthropic's breakpoints, or OpenAI's "
+                   "automatic prefix cache [default: openai with CAIRN_LLM=openai, else "
+                   "anthropic].")  # fmt: skip
+@click.option("--model", default=None,
+              help="The model whose prices (llm_prices) apply [default: CAIRN_MODEL].")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help='Print {"engine": ..., "classic": ...}.')
 def bench_context(
     turns: int,
@@ -222,10 +229,12 @@ def bench_context(
     questions: int | None,
     conversations: int | None,
     plot: Path | None,
+    provider: str | None,
+    model: str | None,
     as_json: bool,
 ) -> None:
     """Drive a generated ops thread (or LoCoMo conversations) through the context engine and
-    classic mode, and price every turn's prompt as Anthropic bills it, prompt caching included.
+    classic mode, and price every turn's prompt as its provider bills it, prompt caching included.
 
     \b
     The thread (a deterministic generator: incidents, pasted logs, diffs, test failures,
@@ -238,7 +247,9 @@ def bench_context(
     turn's request (tools, system, messages, with the Anthropic adapter's cache breakpoints)
     through a simulation of prompt caching (minimum cacheable length of the default model,
     5-minute lifetime refreshed on each read, one turn a minute), at the default model's prices
-    in llm_prices.
+    in llm_prices. With --provider openai, the request is the OpenAI-compatible adapter's, and
+    the cache OpenAI's own: any prefix of 1,024 tokens or more seen in the last five minutes is
+    read, in steps of 128 tokens, and writing it costs nothing.
     \b
     With --locomo DIR each conversation is replayed as one thread (both speakers, at their
     session dates, each turn also stored as an episodic memory); every question of categories
@@ -261,12 +272,17 @@ def bench_context(
         settings = load_settings()
         if plot is not None:
             require_plotting()
-        prices = Prices.of(settings.llm.model, settings.llm_prices)
-        minimum = minimum_cacheable(settings.llm.model)
+        provider = provider or ("openai" if settings.llm.provider == "openai" else "anthropic")
+        model = model or settings.llm.model
+        try:
+            prices = Prices.of(model, settings.llm_prices)
+        except KeyError as exc:
+            raise InvalidInput(f"{exc.args[0]}; name one with --model") from None
+        rules = cache_rules(provider, model)
         system = SYSTEM_FRAME.format(agent="cairn")
         if locomo is not None:
             _locomo_command(
-                locomo, budgets or (4000, 8000, 16000), system, prices, minimum,
+                locomo, budgets or (4000, 8000, 16000), system, prices, rules,
                 questions, conversations, plot, as_json,
             )  # fmt: skip
             return
@@ -280,7 +296,7 @@ def bench_context(
             system=system,
             tools=TOOL_SPECS + CONTEXT_TOOL_SPECS,
             seed=seed,
-            cache_minimum=minimum,
+            rules=rules,
         )
         ledgers = {name: fig.cost(prices) for name, fig in figures.items()}
         result: dict[str, Any] = {name: fig.as_json() for name, fig in figures.items()}
@@ -296,7 +312,7 @@ def bench_context(
         if as_json:
             click.echo(json.dumps(result))
             return
-        _print_thread(result, figures, ledgers, turns, budget, seed, prices, minimum)
+        _print_thread(result, figures, ledgers, turns, budget, seed, prices, rules)
 
 
 def _print_thread(
@@ -307,7 +323,7 @@ def _print_thread(
     budget: int,
     seed: int,
     prices: Prices,
-    minimum: int,
+    rules: CacheRules,
 ) -> None:
     click.echo(f"context benchmark: {turns} turns, budget {budget} tokens, seed {seed}")
     rows = [
@@ -349,7 +365,7 @@ def _print_thread(
         f"engine cost at turn {last}: {usd:.1%} of classic's (prompt caching counted for both; "
         f"{prices.model} at ${prices.input:g} / ${prices.output:g} / ${prices.cache_read:g} / "
         f"${prices.cache_write:g} per MTok input / output / cache read / cache write; "
-        f"cached from {minimum} tokens)"
+        f"{rules.provider}'s cache, from {rules.minimum} tokens)"
     )
     click.echo(
         "engine resume + distil of the new message, ms p50 / p95: "
@@ -362,7 +378,7 @@ def _locomo_command(
     budgets: tuple[int, ...],
     system: str,
     prices: Prices,
-    minimum: int,
+    rules: CacheRules,
     questions: int | None,
     conversations: int | None,
     plot: Path | None,
@@ -381,7 +397,7 @@ def _locomo_command(
         tools=(),
         embedder=embedder,
         prices=prices,
-        cache_minimum=minimum,
+        rules=rules,
         weights=settings.memory,
         context=settings.context,
         recall_k=settings.memory.recall_k,

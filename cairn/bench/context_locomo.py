@@ -40,7 +40,7 @@ from typing import Any
 from sqlalchemy import delete
 from sqlmodel import col
 
-from cairn.bench.cost import CostLedger, Prices, PromptCache, request_blocks
+from cairn.bench.cost import CacheRules, CostLedger, Prices
 from cairn.bench.locomo import _scratch_store, _turns, evidence_of, questions_of
 from cairn.core.errors import InvalidInput
 from cairn.core.settings import ContextSettings, MemorySettings
@@ -157,7 +157,7 @@ def run_locomo(
     tools: Sequence[ToolSpec],
     embedder: Embedder | None,
     prices: Prices,
-    cache_minimum: int,
+    rules: CacheRules,
     weights: MemorySettings | None = None,
     context: ContextSettings | None = None,
     recall_k: int = 5,
@@ -189,7 +189,7 @@ def run_locomo(
             _conversation(
                 store, path.stem, conversation, asked, report,
                 system=system, tools=tools, recall_k=recall_k, context=context or ContextSettings(),
-                cache_minimum=cache_minimum, progress=progress,
+                rules=rules, progress=progress,
             )  # fmt: skip
         report.conversations += 1
     return report
@@ -228,7 +228,7 @@ def _conversation(
     tools: Sequence[ToolSpec],
     recall_k: int,
     context: ContextSettings,
-    cache_minimum: int,
+    rules: CacheRules,
     progress: Callable[[str], None] | None,
 ) -> None:
     log = EventLog(store.db)
@@ -242,9 +242,7 @@ def _conversation(
     appended: list[SessionEvent] = []
     classics = {b: _ReplayedClassic(store.db, budget=b, earlier=appended)
                 for b in report.budgets}  # fmt: skip
-    caches = {
-        (b, m): PromptCache(cache_minimum) for b in report.budgets for m in ("engine", "classic")
-    }
+    caches = {(b, m): rules.cache() for b in report.budgets for m in ("engine", "classic")}
     extra = tools_tokens(tools)
     pool_k = engines[report.budgets[0]].recall_size(recall_k)  # as the pipeline recalls
     turns = list(_turns(conversation))
@@ -267,7 +265,7 @@ def _conversation(
                 ("classic", classics[budget].compile(sid, event, system=system,
                                                      tools_tokens=extra)),
             ):  # fmt: skip
-                blocks = request_blocks(prompt.system, prompt.context, prompt.messages, tools)
+                blocks = rules.blocks(prompt.system, prompt.context, prompt.messages, tools)
                 usage = caches[(budget, mode)].send(blocks, when.timestamp())
                 report.ledger(budget, mode).add(usage)
                 report.tokens.setdefault((budget, mode), []).append(usage.input_tokens)

@@ -1,4 +1,4 @@
-"""What a sequence of prompts costs as Anthropic bills it, prompt caching included.
+"""What a sequence of prompts costs as Anthropic or OpenAI bills it, prompt caching included.
 
 The Messages API reads a request as one prefix (tools, then system, then messages) cut into
 content blocks. A block carrying ``cache_control`` is a breakpoint: the prefix up to and
@@ -10,29 +10,43 @@ is not cached, is billed at the input price. :class:`PromptCache` replays those 
 request bodies the real adapter builds (:func:`cairn.llm.anthropic.prompt_body`), with Cairn's
 token estimator standing in for the model's tokenizer; docs/adr/0028 records the rules and
 the prices used.
+
+OpenAI (and servers that copy it) caches by itself, without breakpoints: a request whose first
+1,024 tokens or more are identical to a recent request's reads them from the cache, in steps of
+128 tokens, at the model's cache-read price, and nothing is charged for writing.
+:class:`PrefixCache` replays that rule over the request the OpenAI-compatible adapter sends
+(:func:`cairn.llm.openai.chat_messages`), cut where its content can change (:func:`chat_blocks`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from cairn.core.tokens import count_tokens
 from cairn.llm.anthropic import prompt_body
+from cairn.llm.openai import chat_messages, chat_tools
 from cairn.llm.types import LLMRequest, Message, ToolSpec
 from cairn.memory.context.relevance import cached_tokens
 
 __all__ = [
     "CACHE_LIFETIME",
     "LOOKBACK_BLOCKS",
+    "PREFIX_MINIMUM",
+    "PREFIX_STEP",
     "Block",
+    "Cache",
+    "CacheRules",
     "CacheUsage",
     "CostLedger",
+    "PrefixCache",
     "Prices",
     "PromptCache",
+    "cache_rules",
+    "chat_blocks",
     "minimum_cacheable",
     "request_blocks",
 ]
@@ -171,6 +185,108 @@ class PromptCache:
         if len(self._expires) > 4096:
             self._expires = {p: t for p, t in self._expires.items() if t > at}
         return CacheUsage(read, write, total - read - write, output)
+
+
+PREFIX_MINIMUM = 1024
+"""The shortest prompt OpenAI's automatic prefix cache reads or keeps (tokens)."""
+
+PREFIX_STEP = 128
+"""A cache read beyond the minimum is a whole number of these tokens."""
+
+
+def chat_blocks(
+    system: str,
+    context: str,
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec] = (),
+) -> list[Block]:
+    """The request the OpenAI-compatible adapter would send for this prompt, in prompt order:
+    each tool, the system message cut where the stable prefix ends and the per-turn context
+    begins (the cache matches tokens, not messages, so the prefix is reused though the message
+    changes), then each message."""
+    request = LLMRequest(system=system, context=context, messages=tuple(messages), tools=())
+    sent = chat_messages(request)
+    blocks = [_block(tool) for tool in chat_tools(tools)]
+    if sent and sent[0]["role"] == "system":
+        first, sent = sent[0]["content"], sent[1:]
+        stable = system if first.startswith(system) else ""
+        for i, part in enumerate(p for p in (stable, first[len(stable) :]) if p):
+            blocks.append(_block({"type": "text", "text": part}, _MESSAGE_OVERHEAD if not i else 0))
+    for message in sent:
+        content = message.get("content")
+        if isinstance(content, str) and set(message) == {"role", "content"}:
+            blocks.append(_block({"type": "text", "text": content}, _MESSAGE_OVERHEAD))
+        else:  # tool calls and their results: priced by their whole JSON
+            blocks.append(_block(message, _MESSAGE_OVERHEAD))
+    return blocks
+
+
+class PrefixCache:
+    """OpenAI's automatic prefix cache, replayed request by request.
+
+    Every prefix of a request of :data:`PREFIX_MINIMUM` tokens or more is kept for
+    ``lifetime`` seconds after it was last used; a later request reads its longest prefix kept,
+    rounded down to the minimum plus whole :data:`PREFIX_STEP`s. Prefixes are matched at block
+    boundaries (the real cache matches tokens, a little further into the block where two
+    requests part), so the reads are a slight underestimate. Writing costs nothing extra.
+    """
+
+    def __init__(self, minimum: int = PREFIX_MINIMUM, *, lifetime: float = CACHE_LIFETIME) -> None:
+        self.minimum = minimum
+        self.lifetime = lifetime
+        self._expires: dict[str, float] = {}
+
+    def send(self, blocks: Sequence[Block], at: float, output: int = 0) -> CacheUsage:
+        """Bill a request of ``blocks`` sent at ``at`` (seconds), updating the cache."""
+        running, total = hashlib.blake2b(digest_size=16), 0
+        prefixes: list[tuple[str, int]] = []
+        for block in blocks:
+            running.update(block.digest.encode())
+            total += block.tokens
+            prefixes.append((running.hexdigest(), total))
+        matched = max(
+            (end for digest, end in prefixes if self._expires.get(digest, -1.0) > at), default=0
+        )
+        read = 0
+        if matched >= self.minimum:
+            read = self.minimum + (matched - self.minimum) // PREFIX_STEP * PREFIX_STEP
+        if total >= self.minimum:
+            for digest, _ in prefixes:
+                self._expires[digest] = at + self.lifetime
+        if len(self._expires) > 4096:
+            self._expires = {p: t for p, t in self._expires.items() if t > at}
+        return CacheUsage(cache_read=read, uncached=total - read, output=output)
+
+
+class Cache(Protocol):
+    """A provider's prompt cache, replayed: what each request costs."""
+
+    def send(self, blocks: Sequence[Block], at: float, output: int = 0) -> CacheUsage:
+        """Bill a request of ``blocks`` sent at ``at`` (seconds), updating the cache."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CacheRules:
+    """How a provider's adapter cuts a prompt into blocks, and how its cache bills them."""
+
+    provider: str
+    minimum: int  # the shortest prefix cached (tokens)
+    blocks: Callable[[str, str, Sequence[Message], Sequence[ToolSpec]], list[Block]]
+    cache: Callable[[], Cache]
+
+
+def cache_rules(provider: str, model: str) -> CacheRules:
+    """The caching rules of ``provider`` (``anthropic`` or ``openai``) for ``model``.
+
+    Raises ValueError for another provider.
+    """
+    if provider == "anthropic":
+        minimum = minimum_cacheable(model)
+        return CacheRules(provider, minimum, request_blocks, lambda: PromptCache(minimum))
+    if provider == "openai":
+        return CacheRules(provider, PREFIX_MINIMUM, chat_blocks, PrefixCache)
+    raise ValueError(f"no prompt-cache rules for provider {provider!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -345,7 +345,7 @@ def show_config(as_json: bool) -> None:
         "context": (
             "cairn.bench.context:bench_context",
             "Drive a generated ops thread (or LoCoMo conversations) through the context engine "
-            "and classic mode, and price every turn's prompt as Anthropic bills it, prompt "
+            "and classic mode, and price every turn's prompt as its provider bills it, prompt "
             "caching included.",
         ),
         "poisoning": (

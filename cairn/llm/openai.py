@@ -15,7 +15,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, assert_never
 
@@ -51,7 +51,14 @@ from cairn.llm.types import (
 if TYPE_CHECKING:
     from cairn.core.settings import Settings
 
-__all__ = ["NO_TOOLS_NOTE", "AzureTarget", "OpenAILLM", "chat_messages", "read_arguments"]
+__all__ = [
+    "NO_TOOLS_NOTE",
+    "AzureTarget",
+    "OpenAILLM",
+    "chat_messages",
+    "chat_tools",
+    "read_arguments",
+]
 
 log = logging.getLogger(__name__)
 
@@ -274,7 +281,7 @@ class OpenAILLM:
             self._max_tokens_field: request.max_tokens,
         }
         if request.tools and self.tools:
-            params["tools"] = [_tool(t) for t in request.tools]
+            params["tools"] = chat_tools(request.tools)
         return params
 
     def _send(self, request: LLMRequest, model: str, sink: TextSink | None) -> _Answer:
@@ -488,15 +495,20 @@ def read_arguments(raw: str | None) -> tuple[dict[str, Any], str]:
     return value, ""
 
 
-def _tool(tool: ToolSpec) -> JSON:
-    return {
-        "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": tool.input_schema,
-        },
-    }
+def chat_tools(tools: Sequence[ToolSpec]) -> list[JSON]:
+    """The Chat Completions ``tools`` for ``tools`` (what is sent, and what ``cairn bench
+    context`` prices)."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.input_schema,
+            },
+        }
+        for tool in tools
+    ]
 
 
 def chat_messages(request: LLMRequest, *, tools: bool = True) -> list[JSON]:

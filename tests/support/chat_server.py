@@ -6,26 +6,32 @@ recorded requests; delays, cut and broken streams) speaking the other wire forma
 answered with a ``chat.completion`` or, when the request says ``"stream": true``, with
 ``chat.completion.chunk`` Server-Sent Events ending in ``data: [DONE]``; ``GET /v1/models``;
 errors as ``{"error": {...}}``. The key comes as ``Authorization: Bearer`` or Azure's
-``api-key``. :func:`echo_responder` is a tiny model for end-to-end runs.
+``api-key``. :func:`echo_responder` is a tiny model for end-to-end runs; :class:`PrefixCache`
+wraps a responder to report usage as OpenAI's automatic prompt cache would.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
+from cairn.core.tokens import count_tokens
 from tests.support.messages_server import (
     MessagesServer,
     RecordedRequest,
     Reply,
+    Responder,
     _Handler,
 )
 
 __all__ = [
     "ChatServer",
+    "PrefixCache",
     "Reply",
     "chat_error",
     "chunks",
@@ -269,3 +275,67 @@ def echo_responder(request: JSON) -> Reply | JSON:
         note = said[len("remember") :].lstrip(" :,-").strip()
         return completion("I'll remember that.", calls=[tool_call(tool, {"text": note})])
     return completion(f"echo: {text}")
+
+
+class PrefixCache:
+    """A responder whose answers report usage as OpenAI's automatic prompt cache does.
+
+    The prompt is the request's tools, then its messages, in order, as text (a message's text
+    content as it is, any other message as JSON). Its tokens are counted as Cairn counts them
+    (:func:`cairn.core.tokens.count_tokens`); ``cached_tokens`` is the longest prefix, to the
+    character, shared with an earlier prompt of :attr:`minimum` tokens or more, counted and
+    rounded down to the minimum plus whole steps of 128 tokens (0 under the minimum). Prompts
+    are remembered for ever: a test's requests are minutes apart at most.
+    """
+
+    minimum = 1024
+    step = 128
+
+    def __init__(self, responder: Responder) -> None:
+        self.responder = responder
+        self._seen: list[str] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, request: JSON) -> Reply | JSON:
+        answer = self.responder(request)
+        prompt = prompt_text(request)
+        tokens = count_tokens(prompt)
+        with self._lock:
+            shared = max((_shared_chars(prompt, seen) for seen in self._seen), default=0)
+            if tokens >= self.minimum:
+                self._seen.append(prompt)
+        matched = count_tokens(prompt[:shared]) if shared else 0
+        cached = 0
+        if matched >= self.minimum:
+            cached = self.minimum + (matched - self.minimum) // self.step * self.step
+        usage = {
+            "prompt_tokens": tokens,
+            "completion_tokens": 5,
+            "total_tokens": tokens + 5,
+            "prompt_tokens_details": {"cached_tokens": min(cached, tokens)},
+        }
+        if isinstance(answer, Reply):
+            return replace(answer, body={**answer.body, "usage": usage})
+        return {**answer, "usage": usage}
+
+
+def prompt_text(request: JSON) -> str:
+    """The prompt of a chat completion request as one text, in the order the model reads it."""
+    parts = [json.dumps(tool, sort_keys=True) for tool in request.get("tools") or []]
+    for message in request.get("messages") or []:
+        content = message.get("content")
+        plain = isinstance(content, str) and set(message) == {"role", "content"}
+        parts.append(content if plain else json.dumps(message, sort_keys=True))
+    return "\n".join(parts)
+
+
+def _shared_chars(a: str, b: str) -> int:
+    """How many characters ``a`` and ``b`` share from their start."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:  # the longest n with a[:n] == b[:n], by halving
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
