@@ -28,6 +28,7 @@ from cairn.bot.dedupe import open_dedupe
 from cairn.bot.matrix.account import PLATFORM, BotAccount
 from cairn.bot.matrix.crypto import DeviceTrust
 from cairn.bot.matrix.delivery import Delivery, Typing
+from cairn.bot.matrix.departures import Departures
 from cairn.bot.matrix.direct import DirectChats
 from cairn.bot.matrix.gated import GatedAsyncClient
 from cairn.bot.matrix.inbound import Inbound
@@ -127,6 +128,7 @@ class MatrixFrontend:
         )
         invites = InvitePolicy(settings.matrix.inviters)
         self.rooms = Rooms(self.account, invites, self.outbox, self.state, self.typing, self.direct)
+        self.departures = Departures(pipeline.rt, self.account)
         self.sync = Sync(
             self.state, self.state_file, self.login, self.inbound, self.rooms, trust=self.trust
         )
@@ -187,6 +189,8 @@ class MatrixFrontend:
         )
         self.rooms.listen(client)
         self.inbound.listen(client)
+        if self.settings.workers.erase_departed:
+            self.departures.listen(client)
         if self.trust is not None:
             self.trust.listen(client)
         return client
