@@ -1,7 +1,7 @@
 """A person who left erased on the platform's word, when CAIRN_ERASE_DEPARTED is on.
 
-Slack's ``user_change`` with ``deleted: true`` and a Matrix account's deactivation (its
-membership events with the reason or the empty profile of a deactivated account) call
+Slack's ``user_change`` with ``deleted: true`` and a Matrix account's deactivation (as
+Synapse's admin API tells it, :mod:`cairn.bot.matrix.departures`) call
 :func:`erase_departed`, which does what ``cairn memory erase --person`` does, recorded as
 erased by ``cairn:departed`` (docs/adr/0043).
 """
