@@ -4,13 +4,14 @@ message applied, private conversations private to themselves, and a second run a
 
 from __future__ import annotations
 
+import gc
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from sqlmodel import col, select
 
-from cairn.bot.slack.export import SlackExport
+from cairn.bot.slack.export import ExportMessage, SlackExport
 from cairn.bot.slack.history import SlackImport, SlackImportReport, checkpoint_path
 from cairn.db import Database
 from cairn.db.models import MemoryRow
@@ -185,3 +186,22 @@ def test_a_checkpoint_is_not_believed_by_a_database_without_the_import(
         assert checkpoint.read_text().endswith(".json\n")
     finally:
         other.dispose()
+
+
+def test_the_import_holds_one_day_of_messages_however_long_the_export(
+    database: Database, tmp_path: Path
+) -> None:
+    path = tmp_path / "export.zip"
+    per_day = 20
+    written = write_export(path, days=3, per_day=per_day)
+    held: list[int] = []
+
+    def progress(done: int, total: int) -> None:
+        held.append(sum(1 for o in gc.get_objects() if isinstance(o, ExportMessage)))
+
+    with SlackExport(path) as export:
+        importer = SlackImport(MemoryStore(database, None), export, agent="cairn")
+        report = importer.run(export.days(), progress=progress)
+    assert report.stored == sum(written.human.values())
+    assert len(held) >= written.messages // 50
+    assert max(held) <= per_day, f"held up to {max(held)} messages at once"
