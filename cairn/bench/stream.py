@@ -40,6 +40,7 @@ from cairn.bench.workers import bench_env, start_workers, stop_workers
 from cairn.bot.dedupe import open_dedupe
 from cairn.bot.pipeline import Pipeline
 from cairn.bot.streaming import BUSY, LiveReply, RelayStats, StreamRelay
+from cairn.commands.common import FiniteRange
 from cairn.core.errors import CairnError
 from cairn.core.redact import mask_url
 from cairn.core.settings import load_settings
@@ -467,13 +468,13 @@ def _text(results: dict[str, Any]) -> list[str]:
 @click.option(
     "--delta-ms",
     default=50.0,
-    type=click.FloatRange(min=0, max=5000),
+    type=FiniteRange(min=0, max=5000),
     show_default=True,
     help="How long the offline model takes to write each word group (CAIRN_LLM_OFFLINE_DELAY).",
 )
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.05, max=60),
+    type=FiniteRange(min=0.05, max=60),
     help="Least seconds between two updates of a reply [default: Slack's, "
     "CAIRN_SLACK_STREAM_INTERVAL, 1.0].",
 )

@@ -4,6 +4,7 @@ checking names given as options, and the command group that imports its subcomma
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from cairn.core.settings import Settings, get_settings
 
 __all__ = [
     "Bounded",
+    "FiniteRange",
     "IntList",
     "LazyGroup",
     "cli_errors",
@@ -41,6 +43,17 @@ class Bounded(click.ParamType[int]):
             return bounded_int(value, self.what, low=self.low, high=self.high)
         except InvalidInput as exc:
             self.fail(str(exc), param, ctx)
+
+
+class FiniteRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses ``nan`` (which passes every comparison, so
+    FloatRange lets it through) and the infinities."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 class IntList(click.ParamType[tuple[int, ...]]):

@@ -29,6 +29,8 @@ HUGE = "9" * 30
         (["context", "--seed", "-1"], "'--seed': -1 is not in the range 0<=x<=4294967295"),
         (["feedback", "--sessions", HUGE], "'--sessions': "),
         (["updates", "--facts", "10000000"], "'--facts': 10000000 is not in the range"),
+        (["stream", "--delta-ms", "nan"], "'--delta-ms': 'nan' is not a finite number"),
+        (["stream", "--interval", "NaN"], "'--interval': 'NaN' is not a finite number"),
     ],
 )  # fmt: skip
 def test_an_absurd_bench_number_is_a_usage_error_naming_the_option(
