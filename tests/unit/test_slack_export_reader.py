@@ -43,6 +43,17 @@ def test_a_folder_no_listing_names_is_private(tmp_path: Path) -> None:
     assert day.conversation.private
 
 
+def test_a_channel_shared_with_another_organisation_is_private_to_itself(tmp_path: Path) -> None:
+    path = tmp_path / "export.zip"
+    listed = [{"id": "C1", "name": "partners", "is_ext_shared": True}, {"id": "C2", "name": "ops"}]
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("channels.json", json.dumps(listed))
+    with SlackExport(path) as export:
+        partners, ops = export.conversations["partners"], export.conversations["ops"]
+    assert (partners.private, partners.shared) == (True, True)
+    assert (ops.private, ops.shared) == (False, False)
+
+
 def test_a_guest_and_a_bot_user_are_outsiders(export_zip: Path) -> None:
     with SlackExport(export_zip) as export:
         assert not export.people["U01ALICE"].outsider
