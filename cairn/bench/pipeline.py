@@ -46,6 +46,7 @@ from sqlmodel import col, select
 
 from cairn.bench.workers import bench_env, start_workers, stop_workers
 from cairn.bot.pipeline import Pipeline
+from cairn.commands.common import FiniteRange
 from cairn.core import stages
 from cairn.core.errors import CairnError
 from cairn.core.settings import load_settings
@@ -422,35 +423,35 @@ def bench_pipeline(
 @click.option(
     "--threads",
     default=200,
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=100_000),
     show_default=True,
     help="Chat threads (sessions).",
 )
 @click.option(
     "--messages",
     default=10,
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=10_000),
     show_default=True,
     help="Messages per thread.",
 )
 @click.option(
     "--workers",
     default=2,
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=32),
     show_default=True,
     help="`cairn worker` processes.",
 )
 @click.option(
     "--senders",
     default=1,
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=1_000),
     show_default=True,
     help="Concurrent senders, as an HTTP frontend serves requests (each owns some threads).",
 )
 @click.option(
     "--rate",
     default=200.0,
-    type=click.FloatRange(min=0),
+    type=FiniteRange(min=0, max=100_000),
     show_default=True,
     help="Messages/s offered in all in the run that measures latency (0: no such run; latency "
     "is then read in the flood, where it is mostly time spent queued).",

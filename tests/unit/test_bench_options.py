@@ -31,6 +31,11 @@ HUGE = "9" * 30
         (["updates", "--facts", "10000000"], "'--facts': 10000000 is not in the range"),
         (["stream", "--delta-ms", "nan"], "'--delta-ms': 'nan' is not a finite number"),
         (["stream", "--interval", "NaN"], "'--interval': 'NaN' is not a finite number"),
+        (["pipeline", "--threads", HUGE], "'--threads': 999999999999999999999999999999 is not "
+         "in the range 1<=x<=100000"),
+        (["pipeline", "--workers", "33"], "'--workers': 33 is not in the range 1<=x<=32"),
+        (["pipeline", "--rate", "nan"], "'--rate': 'nan' is not a finite number"),
+        (["pipeline", "--memories", "-1"], "'--memories': -1 is not in the range"),
     ],
 )  # fmt: skip
 def test_an_absurd_bench_number_is_a_usage_error_naming_the_option(
