@@ -143,7 +143,8 @@ def test_the_same_conversation_on_postgresql_through_a_celery_worker(
 def test_messages_wait_for_a_worker_and_are_answered_once_it_starts(
     home: Path, redis_url: str
 ) -> None:
-    env = _env(home, CAIRN_BROKER_URL=redis_url, CAIRN_REPLY_TIMEOUT="2")
+    # The end of input waits CAIRN_QUIT_TIMEOUT for the reply still owed; 1s keeps this short.
+    env = _env(home, CAIRN_BROKER_URL=redis_url, CAIRN_REPLY_TIMEOUT="2", CAIRN_QUIT_TIMEOUT="1")
     done = subprocess.run(
         [*CAIRN, "chat", "--json"],
         input=f"remember {FACT}\n",
@@ -155,6 +156,7 @@ def test_messages_wait_for_a_worker_and_are_answered_once_it_starts(
     )
     assert done.returncode == 1
     assert "is a worker running" in done.stdout
+    assert "gave up after 1s (CAIRN_QUIT_TIMEOUT)" in done.stdout
     # The message is durable: a worker started later answers it, and the next chat shows it.
     log = (home.parent / "late-worker.log").open("w")
     proc = subprocess.Popen(
