@@ -46,7 +46,7 @@ Configuration comes from environment variables and an optional cairn.toml
         "memory": ("cairn.commands.memory:memory", "Look into and administer long-term memory."),
         "import": (
             "cairn.commands.imports:import_",
-            "Import a team's chat history into memory (a Slack workspace export).",
+            "Import a team's chat history into memory (a Slack export, a Matrix room).",
         ),
         "memo": (
             "cairn.commands.memos:memo",

@@ -39,7 +39,7 @@ from cairn.bot.matrix.rooms import Rooms
 from cairn.bot.matrix.store import PICKLE_KEY, AccountLock, CryptoStore
 from cairn.bot.matrix.streaming import MatrixWriter
 from cairn.bot.matrix.sync import SYNC_TIMEOUT_MS, Sync
-from cairn.bot.matrix.sync_state import StateFile
+from cairn.bot.matrix.sync_state import MatrixState, StateFile
 from cairn.bot.matrix.undecrypted import Undecrypted
 from cairn.bot.pipeline import Pipeline
 from cairn.bot.streaming import StreamRelay
@@ -48,7 +48,30 @@ from cairn.core.reactions import emoji_character
 from cairn.core.settings import Settings
 from cairn.sessions.outbox import Outbox
 
-__all__ = ["MatrixFrontend"]
+__all__ = ["MatrixFrontend", "bot_client"]
+
+
+def bot_client(
+    settings: Settings, account: BotAccount, state: MatrixState, store: CryptoStore
+) -> GatedAsyncClient:
+    """A client of ``account`` with its saved device and its crypto store (not logged in yet:
+    see :class:`~cairn.bot.matrix.login.Login`)."""
+    store.folder.mkdir(parents=True, exist_ok=True)
+    config = AsyncClientConfig(
+        max_limit_exceeded=None,  # rate limited: wait as told, however often
+        max_timeouts=2,  # then our own backoff takes over, and healthy() says so
+        request_timeout=SYNC_TIMEOUT_MS / 1000 + 30,
+        encryption_enabled=settings.matrix.encryption,
+        store_sync_tokens=False,  # the since token is ours to save, after ingest
+        pickle_key=PICKLE_KEY,  # named, so that `cairn doctor` reads the store with it
+    )
+    return GatedAsyncClient(
+        account.homeserver,
+        account.user_id,
+        device_id=state.device_id or None,
+        store_path=str(store.folder),
+        config=config,
+    )
 
 
 class MatrixFrontend:
@@ -171,22 +194,7 @@ class MatrixFrontend:
             await client.close()
 
     def _client(self) -> AsyncClient:
-        self.store.folder.mkdir(parents=True, exist_ok=True)
-        config = AsyncClientConfig(
-            max_limit_exceeded=None,  # rate limited: wait as told, however often
-            max_timeouts=2,  # then our own backoff takes over, and healthy() says so
-            request_timeout=SYNC_TIMEOUT_MS / 1000 + 30,
-            encryption_enabled=self.settings.matrix.encryption,
-            store_sync_tokens=False,  # the since token is ours to save, after ingest
-            pickle_key=PICKLE_KEY,  # named, so that `cairn doctor` reads the store with it
-        )
-        client = GatedAsyncClient(
-            self.account.homeserver,
-            self.account.user_id,
-            device_id=self.state.device_id or None,
-            store_path=str(self.store.folder),
-            config=config,
-        )
+        client = bot_client(self.settings, self.account, self.state, self.store)
         self.rooms.listen(client)
         self.inbound.listen(client)
         if self.settings.workers.erase_departed:

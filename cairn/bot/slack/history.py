@@ -1,12 +1,10 @@
 """A Slack workspace export into memory: every person's message an episode of its conversation.
 
-Each message passes what a live one passes: it becomes a :class:`~cairn.sessions.events.ChatEvent`
-with the author's trust (a guest, a bot or an outsider is untrusted, and so are
-CAIRN_UNTRUSTED_USERS) and the conversation's privacy, and is validated by it (the gate:
-credentials masked, invisible characters out, the length limit). What reads as an instruction
-to the assistant is flagged. It is then written as an episode (``"Name: text"``, at its time, by
-its author, in its thread) in the conversation's scope: a private channel, a DM or a group DM
-keeps it private to itself (:func:`cairn.memory.scope.private_to`, as live memories are).
+Each message passes what a live one passes (:mod:`cairn.bot.imported`): it becomes a
+:class:`~cairn.sessions.events.ChatEvent` with the author's trust (a guest, a bot or an outsider
+is untrusted, and so are CAIRN_UNTRUSTED_USERS) and the conversation's privacy (a private
+channel, a DM or a group DM keeps what is said there private to itself), and is checked and
+kept as an episode of its thread.
 
 Running twice adds nothing: the store keeps one episode per text in a conversation, and a
 checkpoint beside the data (``CAIRN_HOME/imports``) lists the day files done, so a run killed
@@ -18,63 +16,25 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlmodel import select
 
+from cairn.bot.imported import ChannelTally, Episodes, ImportReport
 from cairn.bot.slack.export import Conversation, DayFile, ExportMessage, SlackExport
 from cairn.bot.slack.mrkdwn import from_slack
 from cairn.bot.slack.workspaces import PLATFORM, tenant_of
 from cairn.core.errors import InvalidInput
-from cairn.core.injection import instruction_reason
 from cairn.core.progress import ProgressCallback
 from cairn.db.models import MemoryRow
-from cairn.memory.scope import Scope, Source, Visibility, private_to
 from cairn.memory.store import MemoryStore
 from cairn.sessions.events import ChatEvent
 
-__all__ = ["ChannelTally", "SlackImport", "SlackImportReport", "checkpoint_path"]
+__all__ = ["SlackImport", "SlackImportReport", "checkpoint_path"]
 
-
-@dataclass(slots=True)
-class ChannelTally:
-    """What the import did with one conversation's messages.
-
-    ``read`` messages were in the days imported; ``stored`` became new episodes; ``present``
-    were there already (an earlier run, or the same text said before in that conversation);
-    ``skipped`` counts the others by why (a join, a bot, a deletion, empty, refused by the
-    checks); ``secrets`` messages had a credential masked; ``flagged`` read as instructions.
-    Of its ``days`` day files, ``resumed`` were done by an earlier run and not read again.
-    """
-
-    name: str
-    kind: str
-    private: bool
-    read: int = 0
-    stored: int = 0
-    present: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)
-    secrets: int = 0
-    flagged: int = 0
-    days: int = 0
-    resumed: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class SlackImportReport:
-    """An import's outcome: the tenant, a tally per conversation, and the day files an earlier
-    run had done (``resumed``: not read again)."""
-
-    tenant: str
-    channels: dict[str, ChannelTally]
-    days: int
-    resumed: int
-
-    @property
-    def stored(self) -> int:
-        return sum(t.stored for t in self.channels.values())
+SlackImportReport = ImportReport
+"""What ``cairn import slack`` did: a tally per conversation, in day files."""
 
 
 def checkpoint_path(home: Path, export: SlackExport, tenant: str) -> Path:
@@ -109,7 +69,7 @@ class SlackImport:
         self.export = export
         self.agent = agent
         self.tenant = tenant or tenant_of(export.team)
-        self.max_chars = max_chars
+        self.episodes = Episodes(memory, agent=agent, max_chars=max_chars)
         self.untrusted_users = frozenset(untrusted_users)
 
     def check(self, days: list[DayFile], progress: ProgressCallback | None = None) -> int:
@@ -169,7 +129,7 @@ class SlackImport:
                 _mark(checkpoint, day.member)
         if progress is not None:
             progress(read, max(total, read))
-        return SlackImportReport(self.tenant, tallies, len(days), resumed)
+        return ImportReport(self.tenant, tallies, len(days), resumed)
 
     def _imported_before(self) -> bool:
         """Whether the database holds an episode imported from Slack for this tenant."""
@@ -187,11 +147,11 @@ class SlackImport:
 
     def _one(self, conversation: Conversation, message: ExportMessage, tally: ChannelTally) -> None:
         if message.noise is not None:
-            _skip(tally, message.noise)
+            tally.skip(message.noise)
             return
         text = from_slack(message.text)
         if not text:
-            _skip(tally, "empty")
+            tally.skip("empty")
             return
         person = self.export.people.get(message.user)
         untrusted = (person is not None and person.outsider) or (
@@ -209,52 +169,8 @@ class SlackImport:
             private=conversation.private,
             isolated=conversation.shared,
         )
-        try:
-            event = event.validated(self.max_chars)
-        except InvalidInput:
-            _skip(tally, "refused")
-            return
-        if event.secrets:
-            tally.secrets += 1
-        flagged = instruction_reason(event.text) is not None
-        tally.flagged += flagged
-        said = {"private": event.private}
-        scope = Scope(
-            self.tenant,
-            self.agent,
-            conversation.id,
-            message.user,
-            message.thread,
-            private_to=private_to(conversation.id, [said]),
-            isolated=event.isolated,
-        )
-        # Where it came from is what the checked event says (platform, channel, thread, ts).
-        source = Source(
-            event.platform, event.channel, event.thread, event.message_id, event.user, untrusted
-        )
         name = self.export.names.get(message.user, message.user)
-        try:
-            written = self.memory.remember(
-                f"{name}: {event.text}",
-                scope,
-                kind="episode",
-                visibility=Visibility.TEAM,
-                source=source,
-                created_at=datetime.fromtimestamp(float(message.ts), UTC),
-                flush=False,
-                flagged=flagged,
-            )
-        except InvalidInput:
-            _skip(tally, "refused")
-            return
-        if written.created:
-            tally.stored += 1
-        else:
-            tally.present += 1
-
-
-def _skip(tally: ChannelTally, why: str) -> None:
-    tally.skipped[why] = tally.skipped.get(why, 0) + 1
+        self.episodes.keep(event, name, datetime.fromtimestamp(float(message.ts), UTC), tally)
 
 
 def _done(checkpoint: Path | None) -> set[str]:

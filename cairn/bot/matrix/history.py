@@ -1,0 +1,475 @@
+"""A Matrix room's history into memory: every person's message an episode of the room.
+
+``cairn import matrix ROOM`` reads the room from the homeserver as the bot, newest first, a page
+of events at a time (``/messages``, backwards), with the bot's own device: in an encrypted room
+nio decrypts each event with the room keys the bot holds, and one whose key it never got is
+counted as ``undecryptable``, not imported. Each message passes what a live one passes
+(:mod:`cairn.bot.imported`): the author's trust is the live one (a user of a homeserver outside
+CAIRN_MATRIX_TRUSTED_SERVERS is untrusted; a blocked device is not heard), and a room that is
+not public, or is encrypted, keeps what was said in it private to itself. A thread reply is
+kept in its thread; an edit gives its message its last text; joins and leaves, notices (what
+bots send), the bot's own messages, deletions and bare files are left out and counted.
+
+Only the pages still to read are held, never the whole room. A checkpoint beside the data
+(``CAIRN_HOME/imports/matrix-*.json``, named by the tenant, the room and the dates chosen) says
+how far the run got: the page token to continue from, and the newest event of a finished run
+(its ``floor``). A run killed part-way continues from its token, then reads what was said
+since it began, down to where it began; a run after a finished one reads only what is new. It
+holds event ids and tokens, never a message's text (docs/adr/0044).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+from typing import Any
+
+from nio import (
+    AsyncClient,
+    MegolmEvent,
+    MessageDirection,
+    RedactedEvent,
+    RoomGetEventResponse,
+    RoomGetStateResponse,
+    RoomMemberEvent,
+    RoomMessageEmote,
+    RoomMessageNotice,
+    RoomMessagesResponse,
+    RoomMessageText,
+)
+from sqlmodel import select
+
+from cairn.bot.imported import ChannelTally, Episodes, ImportReport
+from cairn.bot.matrix.account import PLATFORM, BotAccount
+from cairn.bot.matrix.crypto import DeviceTrust
+from cairn.bot.matrix.files import MEDIA_EVENTS, caption
+from cairn.bot.matrix.mentions import strip_reply_fallback
+from cairn.bot.matrix.privacy import private_room
+from cairn.bot.matrix.retry import CONNECTION_ERRORS
+from cairn.bot.matrix.trust import is_untrusted
+from cairn.core.errors import CairnError, ConfigError, StorageError
+from cairn.core.progress import ProgressCallback
+from cairn.core.settings import Settings
+from cairn.db.models import MemoryRow
+from cairn.memory.store import MemoryStore
+from cairn.sessions.events import ChatEvent
+
+__all__ = ["PAGE_EVENTS", "MatrixImport", "RoomHistoryError", "checkpoint_path", "import_room"]
+
+LOGIN_SECONDS = 60.0
+"""How long the import waits for the homeserver to let the bot log in."""
+
+PAGE_EVENTS = 200
+"""Events asked for per page of ``/messages``."""
+
+_TEXT_EVENTS = (RoomMessageText, RoomMessageEmote)
+
+
+class RoomHistoryError(CairnError):
+    """The homeserver would not give the room's state or history (the bot is not in the room,
+    the room does not exist, the server is away): the message says which, and what was done."""
+
+
+def checkpoint_path(
+    home: Path, tenant: str, room_id: str, since: date | None, until: date | None
+) -> Path:
+    """The checkpoint of importing ``room_id`` into ``tenant`` between ``since`` and
+    ``until``: another choice of dates is another import, with a checkpoint of its own."""
+    key = "\0".join((tenant, room_id, str(since or ""), str(until or "")))
+    return home / "imports" / f"matrix-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+
+
+@dataclass
+class _Progress:
+    """What the checkpoint holds: ``floor``, the newest event of the last finished run (a
+    later run stops there); ``top`` and ``resume``, the newest event of the run under way and
+    the token of its next page; ``edits``, the edits read whose message is not yet (by id)."""
+
+    floor: str | None = None
+    top: str | None = None
+    resume: str | None = None
+    edits: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> _Progress:
+        if not path.exists():
+            return cls()
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls(
+                floor=data.get("floor"),
+                top=data.get("top"),
+                resume=data.get("resume"),
+                edits=dict(data.get("edits") or {}),
+            )
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            raise StorageError(
+                f"the import checkpoint {path} cannot be read ({exc}); delete it to read the "
+                "room from its newest message again (nothing is imported twice)"
+            ) from exc
+
+    def save(self, path: Path) -> None:
+        """Write it whole or not at all (a kill mid-write leaves the previous one)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        data = {"floor": self.floor, "top": self.top, "resume": self.resume, "edits": self.edits}
+        with partial.open("w", encoding="utf-8") as f:
+            json.dump(data, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(partial, path)
+
+
+@dataclass(frozen=True)
+class _Room:
+    """What the room's state says: its name, whether it is private, who is called what."""
+
+    id: str
+    name: str
+    private: bool
+    names: dict[str, str]
+
+
+class MatrixImport:
+    """One import of one room, read through ``client`` (logged in as ``account``) into
+    ``memory`` for ``agent``. ``trusted_servers`` is CAIRN_MATRIX_TRUSTED_SERVERS and
+    ``trust`` the device policy (None when encryption is off); ``since`` and ``until`` keep
+    the days between them (inclusive)."""
+
+    def __init__(
+        self,
+        memory: MemoryStore,
+        client: AsyncClient,
+        account: BotAccount,
+        *,
+        agent: str,
+        max_chars: int,
+        trusted_servers: tuple[str, ...],
+        trust: DeviceTrust | None = None,
+        since: date | None = None,
+        until: date | None = None,
+    ) -> None:
+        self.memory = memory
+        self.client = client
+        self.account = account
+        self.episodes = Episodes(memory, agent=agent, max_chars=max_chars)
+        self.trusted_servers = trusted_servers
+        self.trust = trust
+        self.since_ms = _ms(since) if since else None
+        self.until_ms = _ms(until + timedelta(days=1)) if until else None
+        self._edits: dict[str, dict[str, Any]] = {}  # message id -> its last edit's content
+
+    async def room_id(self, room: str) -> str:
+        """``room`` as a room id: an alias (``#ops:example.org``) is resolved."""
+        if not room.startswith("#"):
+            return room
+        response = await self.client.room_resolve_alias(room)
+        room_id = getattr(response, "room_id", None)
+        if not isinstance(room_id, str):
+            raise RoomHistoryError(
+                f"the homeserver does not know the room alias {room}: {response}"
+            )
+        return room_id
+
+    async def run(
+        self,
+        room_id: str,
+        *,
+        checkpoint: Path,
+        progress: ProgressCallback | None = None,
+        full: bool = False,
+    ) -> ImportReport:
+        """Import what the checkpoint says is still to read of ``room_id`` (all of it with
+        ``full``, or when the database holds none of its episodes). Index work is left in the
+        outbox for the caller's ``memory.flush_outbox``. Raises RoomHistoryError when the
+        homeserver refuses, StorageError when the database fails; the pages before stay
+        imported, and the next run continues after them."""
+        room = await self._room(room_id)
+        state = _Progress() if full else _Progress.load(checkpoint)
+        if (state.floor or state.resume) and not self._imported_before(room.id):
+            state = _Progress()  # the database was emptied or replaced: all of it again
+        tally = ChannelTally(room.name, "room", room.private)
+        read = [0]
+
+        def heard(count: int) -> None:
+            read[0] += count
+            if progress is not None:
+                progress(read[0], read[0])
+
+        if state.resume is not None:  # a run was stopped: its pages first, down to its floor
+            await self._pages(room, state, checkpoint, tally, heard, start=state.resume)
+        await self._pages(room, state, checkpoint, tally, heard, start=None)
+        return ImportReport(self.account.tenant, {room.id: tally}, tally.days, 0, unit="pages")
+
+    async def _room(self, room_id: str) -> _Room:
+        response = await self.client.room_get_state(room_id)
+        if not isinstance(response, RoomGetStateResponse):
+            raise RoomHistoryError(
+                f"the homeserver would not show {room_id} to {self.account.user_id} ({response}): "
+                "is the bot in the room? Invite it, and run the import once it has joined"
+            )
+        join_rule: object = None
+        encrypted = False
+        name = alias = ""
+        names: dict[str, str] = {}
+        for event in response.events:
+            kind, content = event.get("type"), event.get("content") or {}
+            if kind == "m.room.join_rules":
+                join_rule = content.get("join_rule")
+            elif kind == "m.room.encryption":
+                encrypted = True
+            elif kind == "m.room.name":
+                name = str(content.get("name") or "")
+            elif kind == "m.room.canonical_alias":
+                alias = str(content.get("alias") or "")
+            elif kind == "m.room.member" and isinstance(content.get("displayname"), str):
+                names[str(event.get("state_key"))] = str(content["displayname"])
+        private = private_room(join_rule, encrypted)
+        return _Room(room_id, alias or name or room_id, private, names)
+
+    def _imported_before(self, room_id: str) -> bool:
+        """Whether the database holds an episode imported (or heard) from ``room_id``."""
+        with self.memory.db.session() as s:
+            found = s.exec(
+                select(MemoryRow.id)
+                .where(
+                    MemoryRow.tenant_id == self.account.tenant,
+                    MemoryRow.kind == "episode",
+                    MemoryRow.source_platform == PLATFORM,
+                    MemoryRow.source_channel == room_id,
+                )
+                .limit(1)
+            ).first()
+        return found is not None
+
+    async def _pages(
+        self,
+        room: _Room,
+        state: _Progress,
+        checkpoint: Path,
+        tally: ChannelTally,
+        heard: Any,
+        *,
+        start: str | None,
+    ) -> None:
+        """Read pages back from ``start`` (the newest event when None) down to the floor, the
+        first event before ``since``, or the room's beginning; the checkpoint is saved after
+        each page is written, and names the new floor once they are all read."""
+        token = start
+        floor = state.floor
+        while True:
+            response = await self.client.room_messages(
+                room.id, start=token, direction=MessageDirection.back, limit=PAGE_EVENTS
+            )
+            if not isinstance(response, RoomMessagesResponse):
+                raise RoomHistoryError(
+                    f"the homeserver would not give {room.id}'s history ({response}); "
+                    "what was read before is imported, and the next run continues after it"
+                )
+            if start is None and state.top is None and response.chunk:
+                state.top = response.chunk[0].event_id
+            reached = False
+            for event in response.chunk:
+                if event.event_id == floor or (
+                    self.since_ms is not None and event.server_timestamp < self.since_ms
+                ):
+                    reached = True
+                    break
+                await self._take(room, event, state, tally)
+            heard(len(response.chunk))
+            tally.days += 1
+            token = response.end
+            if reached or not response.chunk or not token:
+                break
+            state.resume = token
+            state.save(checkpoint)
+        # Everything down to the floor is read: what this pass began at is the floor now.
+        state.floor = state.top or floor
+        state.top = state.resume = None
+        state.edits.clear()
+        self._edits.clear()
+        state.save(checkpoint)
+
+    async def _take(self, room: _Room, event: Any, state: _Progress, tally: ChannelTally) -> None:
+        """One event of the room's history, newest first."""
+        if self.until_ms is not None and event.server_timestamp >= self.until_ms:
+            return
+        if isinstance(event, RoomMemberEvent):
+            tally.read += 1
+            tally.skip("join")
+            return
+        if isinstance(event, MegolmEvent):
+            tally.read += 1
+            tally.skip("bot" if event.sender == self.account.user_id else "undecryptable")
+            return
+        if isinstance(event, RedactedEvent):
+            if event.source.get("type") == "m.room.message":
+                tally.read += 1
+                tally.skip("deleted")
+            return
+        if not isinstance(event, (*_TEXT_EVENTS, RoomMessageNotice, *MEDIA_EVENTS)):
+            return  # reactions, redactions, state: not messages
+        content: dict[str, Any] = event.source.get("content") or {}
+        relation: dict[str, Any] = content.get("m.relates_to") or {}
+        if relation.get("rel_type") == "m.replace":
+            self._edit(event, content, relation, state)
+            return
+        tally.read += 1
+        if event.sender == self.account.user_id or isinstance(event, RoomMessageNotice):
+            tally.skip("bot")
+            return
+        if getattr(event, "decrypted", False) and await self._blocked(event):
+            tally.skip("blocked device")
+            return
+        text = await self._text(room, event, content, relation, state)
+        if not text:
+            tally.skip("file" if isinstance(event, MEDIA_EVENTS) else "empty")
+            return
+        root = relation.get("event_id")
+        in_thread = relation.get("rel_type") == "m.thread" and isinstance(root, str)
+        sender = str(event.sender)
+        chat = ChatEvent(
+            platform=PLATFORM,
+            tenant=self.account.tenant,
+            channel=room.id,
+            thread=str(root) if in_thread else str(event.event_id),
+            user=sender,
+            text=text,
+            message_id=str(event.event_id),
+            untrusted=is_untrusted(sender, self.trusted_servers),
+            private=room.private,
+        )
+        name = room.names.get(sender) or sender.partition(":")[0].lstrip("@")
+        at = datetime.fromtimestamp(event.server_timestamp / 1000, UTC)
+        self.episodes.keep(chat, name, at, tally)
+
+    def _edit(
+        self, event: Any, content: dict[str, Any], relation: dict[str, Any], state: _Progress
+    ) -> None:
+        """Keep the newest edit of each message (the first one read, going back in time)."""
+        original, new = relation.get("event_id"), content.get("m.new_content")
+        if not isinstance(original, str) or not isinstance(new, dict):
+            return
+        if original in state.edits:
+            return
+        state.edits[original] = str(event.event_id)
+        self._edits[original] = {"sender": str(event.sender), "content": new}
+
+    async def _text(
+        self,
+        room: _Room,
+        event: Any,
+        content: dict[str, Any],
+        relation: dict[str, Any],
+        state: _Progress,
+    ) -> str:
+        """The message's text as last edited by its sender (a file: its caption)."""
+        edit_id = state.edits.pop(str(event.event_id), None)
+        edit = self._edits.pop(str(event.event_id), None)
+        if edit_id is not None and edit is None:  # read by a run that was stopped: fetch it
+            edit = await self._fetched_edit(room.id, edit_id)
+        if edit is not None and edit["sender"] == event.sender:
+            content = edit["content"]
+        text = (
+            caption(content) if isinstance(event, MEDIA_EVENTS) else str(content.get("body") or "")
+        )
+        if "m.in_reply_to" in relation and not relation.get("is_falling_back"):
+            text = strip_reply_fallback(text)
+        return text.strip()
+
+    async def _fetched_edit(self, room_id: str, edit_id: str) -> dict[str, Any] | None:
+        response = await self.client.room_get_event(room_id, edit_id)
+        if not isinstance(response, RoomGetEventResponse):
+            return None
+        event = response.event
+        if isinstance(event, MegolmEvent):
+            try:
+                event = self.client.decrypt_event(event)
+            except Exception:  # nio raises EncryptionError; the edit is then unread
+                return None
+        new = (event.source.get("content") or {}).get("m.new_content")
+        return {"sender": str(event.sender), "content": new} if isinstance(new, dict) else None
+
+    async def _blocked(self, event: Any) -> bool:
+        if self.trust is None:
+            return False
+        return await self.trust.is_blocked_sender(
+            self.client, str(event.sender), str(event.sender_key)
+        )
+
+
+def _ms(day: date) -> int:
+    """Midnight UTC at the start of ``day``, in milliseconds since the epoch."""
+    return int(datetime.combine(day, time.min, UTC).timestamp() * 1000)
+
+
+async def import_room(
+    settings: Settings,
+    memory: MemoryStore,
+    room: str,
+    *,
+    since: date | None = None,
+    until: date | None = None,
+    full: bool = False,
+    progress: ProgressCallback | None = None,
+) -> ImportReport:
+    """Import ``room`` (an id or an alias) as the bot of ``settings``: logged in with its saved
+    device and crypto store, which no running frontend may hold meanwhile (ConfigError naming
+    it otherwise). Raises ConfigError when Matrix is not configured, RoomHistoryError when the
+    homeserver refuses."""
+    from cairn.bot.matrix.frontend import bot_client
+    from cairn.bot.matrix.login import Login
+    from cairn.bot.matrix.store import AccountLock, CryptoStore
+    from cairn.bot.matrix.sync_state import StateFile
+
+    if not (settings.matrix.homeserver and settings.matrix.user_id):
+        raise ConfigError("cairn import matrix needs MATRIX_HOMESERVER and MATRIX_USER_ID")
+    account = BotAccount(settings.matrix.homeserver.rstrip("/"), settings.matrix.user_id)
+    state_file = StateFile(settings.home_dir / "matrix", account.user_id)
+    state = state_file.load(account.homeserver, account.user_id)
+    store = CryptoStore(settings.matrix.store_dir(settings.home_dir), account.user_id)
+    with AccountLock(store):
+        client = bot_client(settings, account, state, store)
+        try:
+            login = Login(account, settings, state, state_file).log_in(client)
+            try:
+                await asyncio.wait_for(login, LOGIN_SECONDS)
+            except TimeoutError:
+                raise RoomHistoryError(
+                    f"could not log in to {account.homeserver} as {account.user_id} within "
+                    f"{LOGIN_SECONDS:g}s: is the homeserver up? Nothing was imported"
+                ) from None
+            trust = None
+            if settings.matrix.encryption:
+                trust = DeviceTrust(account, settings.matrix.trusted, settings.matrix.blocked)
+            importer = MatrixImport(
+                memory,
+                client,
+                account,
+                agent=settings.agent,
+                max_chars=settings.max_message_chars,
+                trusted_servers=settings.matrix.trusted,
+                trust=trust,
+                since=since,
+                until=until,
+            )
+            try:
+                room_id = await importer.room_id(room)
+                checkpoint = checkpoint_path(
+                    settings.home_dir, account.tenant, room_id, since, until
+                )
+                return await importer.run(
+                    room_id, checkpoint=checkpoint, progress=progress, full=full
+                )
+            except CONNECTION_ERRORS as exc:
+                raise RoomHistoryError(
+                    f"lost {account.homeserver} ({exc or type(exc).__name__}); what was read "
+                    "before is imported, and the next run continues after it"
+                ) from exc
+        finally:
+            await client.close()
