@@ -11,7 +11,12 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["count_tokens"]
+__all__ = ["count_tokens", "image_tokens"]
+
+# The longest side an image keeps: the Messages API scales a larger one down to it.
+_IMAGE_EDGE = 1568
+# Pixels per token of an image, as Anthropic estimates its cost (width * height / 750).
+_PIXELS_PER_TOKEN = 750
 
 # Runs of word characters, runs of whitespace, and single other characters.
 _PIECES = re.compile(r"[^\W\d_]+|\d+|\s+|.", re.UNICODE | re.DOTALL)
@@ -45,3 +50,13 @@ def count_tokens(text: str) -> int:
         else:
             total += 1
     return max(1, math.ceil(total))
+
+
+def image_tokens(width: int, height: int) -> int:
+    """Estimated tokens of an image of ``width`` x ``height`` pixels shown to a model: about
+    one per 750 pixels, after the image is scaled down to 1568 pixels on its long side (as the
+    Messages API does to a larger one); at least 1."""
+    long_side = max(width, height, 1)
+    scale = min(1.0, _IMAGE_EDGE / long_side)
+    pixels = round(width * scale) * round(height * scale)
+    return max(1, math.ceil(pixels / _PIXELS_PER_TOKEN))

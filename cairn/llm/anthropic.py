@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, Any, Literal, assert_never, cast
 
 import anthropic
 import httpx2
@@ -41,6 +41,7 @@ from cairn.llm.retries import (
 )
 from cairn.llm.types import (
     Block,
+    ImageBlock,
     LLMRequest,
     LLMResponse,
     Message,
@@ -360,10 +361,19 @@ def _message(message: Message, *, cached: bool = False) -> MessageParam:
     return {"role": "assistant", "content": content}
 
 
+_ImageType = Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
+
+
 def _block(block: Block) -> ContentBlockParam:
     match block:
         case TextBlock():
             return {"type": "text", "text": block.text}
+        case ImageBlock():
+            media = cast(_ImageType, block.media_type)  # one of IMAGE_TYPES, checked on intake
+            return {
+                "type": "image",
+                "source": {"type": "base64", "media_type": media, "data": block.base64},
+            }
         case ToolUseBlock():
             return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
         case ToolResultBlock():

@@ -37,6 +37,7 @@ from cairn.llm.retries import (
 from cairn.llm.retries import retryable as _retryable
 from cairn.llm.types import (
     Block,
+    ImageBlock,
     LLMRequest,
     LLMResponse,
     Message,
@@ -552,10 +553,19 @@ def _turn(message: Message) -> list[JSON]:
                 turns.append(
                     {"role": "tool", "tool_call_id": block.tool_use_id, "content": content}
                 )
-            case TextBlock() | ToolUseBlock():
+            case TextBlock() | ImageBlock() | ToolUseBlock():
                 pass
             case _:
                 assert_never(block)
-    if text or not turns:
+    images = message.images
+    if images:
+        # An image is a content part with a data URL (the Chat Completions vision format).
+        parts: list[JSON] = [{"type": "text", "text": text}] if text else []
+        parts += [
+            {"type": "image_url", "image_url": {"url": f"data:{b.media_type};base64,{b.base64}"}}
+            for b in images
+        ]
+        turns.append({"role": "user", "content": parts})
+    elif text or not turns:
         turns.append({"role": "user", "content": text})
     return turns

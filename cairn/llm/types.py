@@ -6,13 +6,16 @@ richest of the wire formats Cairn speaks; other adapters translate to and from i
 
 from __future__ import annotations
 
+from base64 import b64encode
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
     "DECISION_PREFIX",
+    "IMAGE_TYPES",
     "LLM",
     "Block",
+    "ImageBlock",
     "LLMRequest",
     "LLMResponse",
     "Message",
@@ -63,7 +66,29 @@ class ToolResultBlock:
     type: Literal["tool_result"] = "tool_result"
 
 
-Block = TextBlock | ToolUseBlock | ToolResultBlock
+# The image formats a model that reads images is sent (those the Messages API takes).
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+@dataclass(frozen=True, slots=True)
+class ImageBlock:
+    """An image a person attached, in the user turn it came with, for a model that reads
+    images: its bytes, their ``media_type`` (one of IMAGE_TYPES) and its size in pixels
+    (what it costs in tokens: :func:`cairn.core.tokens.image_tokens`)."""
+
+    media_type: str
+    data: bytes = field(repr=False)
+    width: int
+    height: int
+    type: Literal["image"] = "image"
+
+    @property
+    def base64(self) -> str:
+        """The bytes in base64 (ASCII), as both wire formats carry an image."""
+        return b64encode(self.data).decode("ascii")
+
+
+Block = TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +104,13 @@ class Message:
         return cls("user", (TextBlock(text),))
 
     @property
+    def images(self) -> tuple[ImageBlock, ...]:
+        """The image blocks, in order."""
+        return tuple(b for b in self.content if isinstance(b, ImageBlock))
+
+    @property
     def text(self) -> str:
-        """The text blocks joined, tool blocks left out."""
+        """The text blocks joined, tool and image blocks left out."""
         return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
 
 

@@ -24,6 +24,7 @@ from cairn.core.settings import load_settings
 from cairn.llm.anthropic import AnthropicLLM
 from cairn.llm.types import (
     LLM,
+    ImageBlock,
     LLMRequest,
     Message,
     TextBlock,
@@ -107,6 +108,24 @@ def test_text_answer_round_trips(server: MessagesServer) -> None:
     ]
     assert "stream" not in sent.body
     assert "tools" not in sent.body
+
+
+def test_an_image_block_goes_as_a_base64_image_source(server: MessagesServer) -> None:
+    server.push_text("A red square.")
+    image = ImageBlock("image/gif", b"GIF89a-bytes-", 4, 3)
+    turn = Message("user", (TextBlock("what does it show?"), image))
+
+    adapter(server).complete(LLMRequest(system=SYSTEM, messages=(turn,)))
+
+    (sent,) = server.requests
+    assert sent.body["messages"][0]["content"] == [
+        {"type": "text", "text": "what does it show?"},
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/gif", "data": "R0lGODlhLWJ5dGVzLQ=="},
+            "cache_control": {"type": "ephemeral"},
+        },
+    ]
 
 
 def test_tool_use_blocks_become_tool_calls(server: MessagesServer) -> None:

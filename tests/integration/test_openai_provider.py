@@ -19,6 +19,7 @@ from cairn.core.settings import load_settings
 from cairn.llm.openai import NO_TOOLS_NOTE, AzureTarget, OpenAILLM, read_arguments
 from cairn.llm.types import (
     LLM,
+    ImageBlock,
     LLMRequest,
     Message,
     TextBlock,
@@ -161,6 +162,27 @@ def test_tool_results_go_back_as_tool_messages(server: ChatServer) -> None:
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "stored as m-1"},
         {"role": "tool", "tool_call_id": "call_2", "content": "error: disk full"},
+    ]
+
+
+def test_an_image_block_goes_as_an_image_url_part_with_a_data_url(server: ChatServer) -> None:
+    server.push_text("A red square.")
+    image = ImageBlock("image/png", b"\x89PNG\r\n\x1a\n-bytes-", 4, 3)
+    turn = Message("user", (TextBlock("what does it show?"), image))
+
+    adapter(server).complete(LLMRequest(system=SYSTEM, messages=(turn,)))
+
+    assert server.bodies[0]["messages"][1:] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "what does it show?"},
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "data:image/png;base64,iVBORw0KGgotYnl0ZXMt"},
+                },
+            ],
+        }
     ]
 
 
