@@ -103,11 +103,14 @@ class Pipeline:
             max_chars=settings.max_message_chars,
             max_bytes=settings.attachment_max_bytes,
             distill_chars=settings.context.distill_chars,
+            images=settings.llm.model_images,
         )
         if intake.cards:
             ref = ThreadRef(event.platform, event.tenant, event.channel, event.thread)
             session = self.log.open_session(ref, event.agent or settings.agent)
             store_cards(self.artifacts, session.id or 0, event.tenant, intake.cards)
+            for sha256, image in intake.images:
+                self.artifacts.put_image(sha256, image)
         return replace(
             event,
             text=intake.text,

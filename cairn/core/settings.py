@@ -195,6 +195,11 @@ class LlmSettings(BaseModel):
     # False for a model that cannot call tools: it is sent none and answers from the memories
     # recalled into its prompt (`cairn doctor` tells whether the model calls tools).
     model_tools: bool = Field(default=True, alias="CAIRN_MODEL_TOOLS")
+    # True to show the model the images people attach (PNG, JPEG, GIF, WebP within the Messages
+    # API's limits), in the turn they came with. Off by default: the gate that masks every
+    # credential reads no pixels, so a screenshot of a token would reach the model's provider
+    # as it is (docs/adr/0040). Turn it on for a model that reads images (Claude does).
+    model_images: bool = Field(default=False, alias="CAIRN_MODEL_IMAGES")
     # Stream answers (the Messages API's SSE), so that people see them as they are written.
     stream: bool = True
     # Seconds the offline model waits between two word groups it streams (0: all at once), so

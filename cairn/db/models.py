@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Column, Index, UniqueConstraint
+from sqlalchemy import Column, Index, LargeBinary, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from cairn.db.types import GatedJSON, GatedText, UTCDateTime
@@ -28,6 +28,7 @@ __all__ = [
     "AgentSession",
     "ApprovalStatus",
     "Artifact",
+    "ArtifactImage",
     "ContextArtifact",
     "ContextCheckpoint",
     "ContextTelemetry",
@@ -479,6 +480,24 @@ class Artifact(SQLModel, table=True):
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
+
+
+class ArtifactImage(SQLModel, table=True):
+    """The bytes of an attached image, kept for a model that reads images (docs/adr/0040).
+
+    Keyed by its card's artifact (whose text names the image and the SHA-256 of these bytes),
+    so a session reads it through that artifact's link, and it goes when the artifact goes
+    (erasure, retention). Only an image a model is sent is kept: PNG, JPEG, GIF or WebP
+    within the Messages API's limits.
+    """
+
+    __tablename__ = "artifact_image"
+
+    sha256: str = Field(primary_key=True, foreign_key="artifact.sha256", max_length=64)
+    media_type: str = Field(max_length=32)
+    width: int
+    height: int
+    data: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
 
 
 class ContextArtifact(SQLModel, table=True):

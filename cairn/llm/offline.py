@@ -63,6 +63,12 @@ _RUN = re.compile(r"^\s*run\s+(?P<tool>[A-Za-z0-9_-]{1,64})(?:\s+(?P<args>.*?))?
 _TOOLS = re.compile(r"^\s*(?:tools|list tools|what tools\b.*)\s*\??\s*$", re.I)
 _HELP = re.compile(r"^\s*(?:help|\?|what can you do\??)\s*$", re.I)
 
+# An attached image's card in a message (cairn.memory.context.intake): its name and summary.
+_IMAGE_CARD = re.compile(
+    r"^attached image (?P<name>[^\n]+):\n\[artifact [0-9a-f]+ · image ·[^\n]*\n[^\n]*\n"
+    r"(?P<summary>image, [^\n]*)$",
+    re.M,
+)
 # An artifact card's reference, as the context engine prints it.
 _CARD_REF = re.compile(r'retrieve_artifact\("([0-9a-f]{8,64})"\)')
 # A word a log or a file would hold, not a plain word: digits, or joined by - . _ :
@@ -148,6 +154,9 @@ class OfflineLLM:
         if _TOOLS.match(text):
             return _answer(_tool_list(request))
         intent = _intent(text)
+        images = _IMAGE_CARD.findall(text)
+        if images and intent.tool in (None, "recall"):
+            return _answer(_cannot_see(images), memos)
         if intent.tool == "send_memo":
             return _use("send_memo", {"to": intent.recipient, "text": intent.argument})
         if intent.tool == "remember":
@@ -215,6 +224,17 @@ def _word_groups(text: str) -> list[str]:
     return [
         "".join(words[i : i + _WORDS_PER_DELTA]) for i in range(0, len(words), _WORDS_PER_DELTA)
     ]
+
+
+def _cannot_see(cards: list[tuple[str, str]]) -> str:
+    """What the offline model says of images attached to the message (their cards, or their
+    blocks too when CAIRN_MODEL_IMAGES is on): it can't read them."""
+    listed = "; ".join(f"{name} ({summary.split(', shown')[0]})" for name, summary in cards)
+    return (
+        "I can't read images: I'm the offline model, without a language model. "
+        f"I know only what the card says: {listed}. Tell me in words what it shows, or ask "
+        "again with a model that reads images (ANTHROPIC_API_KEY and CAIRN_MODEL_IMAGES=1)."
+    )
 
 
 def _use(name: str, arguments: dict[str, Any]) -> LLMResponse:

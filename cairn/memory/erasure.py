@@ -9,7 +9,8 @@ a console name) said and what was made of it:
   and said in answer (tool calls and results, replies, notices, requests for approval), the
   outbox rows, streamed replies, dead letters and telemetry of those turns; the sessions'
   checkpoints, which are derived from the log and rebuilt from what is left;
-- the artifacts (pastes, files, long tool output) those turns made;
+- the artifacts (pastes, files, long tool output) those turns made, with the bytes of the
+  images they attached;
 - memos they sent or asked an agent to send, and the reasons they gave for retractions.
 
 Messages of the bot in other people's threads that showed an erased memory keep their place
@@ -32,6 +33,7 @@ from cairn.core.errors import StorageError
 from cairn.db import Database
 from cairn.db.models import (
     Artifact,
+    ArtifactImage,
     ContextArtifact,
     ContextCheckpoint,
     ContextTelemetry,
@@ -384,6 +386,7 @@ def remove(s: Session, index: VectorIndex | None, plan: Removal) -> None:
     delete_in(s, ContextArtifact, ContextArtifact.id, sorted(plan.context_artifacts))
     for sha in sorted(plan.artifacts):
         if s.exec(select(ContextArtifact.id).where(ContextArtifact.sha256 == sha)).first() is None:
+            s.execute(delete(ArtifactImage).where(col(ArtifactImage.sha256) == sha))
             s.execute(delete(Artifact).where(col(Artifact.sha256) == sha))
     _blank(s, OutboundMessage, OutboundMessage.id, sorted(plan.redacted))
     _blank(s, SessionEvent, SessionEvent.id, sorted(plan.redacted_events))

@@ -307,7 +307,13 @@ def _turn(
         remote=remote,
     )
     with stages.span("context"):
-        compiled = turn.compile(system=system, tools=toolbox.specs, recalled=recalled, memos=memos)
+        compiled = turn.compile(
+            system=system,
+            tools=toolbox.specs,
+            recalled=recalled,
+            memos=memos,
+            images=rt.settings.llm.model_images,
+        )
     request = LLMRequest(
         system=compiled.system,
         context=compiled.context,

@@ -5,6 +5,7 @@ Cairn has, are gone from every table, every index point and every byte under CAI
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
 from pathlib import Path
@@ -27,7 +28,7 @@ from cairn.memory.portable import export_memories
 from cairn.memory.scope import Source
 from cairn.memos.box import MemoBox
 from cairn.runtime import Runtime, build_runtime, reset_runtime
-from cairn.sessions.events import ChatEvent, EventType
+from cairn.sessions.events import Attachment, ChatEvent, EventType
 from cairn.workers.dispatch import InProcessDispatcher
 from cairn.workers.session_end import end_session
 from tests.support.scripted_llm import ScriptedLLM
@@ -43,6 +44,7 @@ WORDS = {
     "import": "fennigrasp",
     "spool": "oxtwillow",
     "retraction": "plimsquall",
+    "image": "grumplewick",
 }
 KEPT = "halvorsen"  # the other person's word: it stays
 
@@ -60,6 +62,7 @@ def backend(
     if request.param == "postgres":
         monkeypatch.setenv("CAIRN_DATABASE_URL", request.getfixturevalue("postgres_url"))
     monkeypatch.setenv("CAIRN_MAX_MESSAGE_CHARS", "2000")  # the paste below is kept as a card
+    monkeypatch.setenv("CAIRN_MODEL_IMAGES", "1")  # the image below keeps its bytes
     get_settings.cache_clear()
     return load_settings()
 
@@ -70,6 +73,18 @@ def _event(thread: str, user: str, text: str = "", **fields: object) -> ChatEven
 
 def _say(rt: Runtime, thread: str, user: str, text: str, n: int) -> None:
     handled(rt, _event(thread, user, text, event_id=f"{thread}-{user}-{n}"))
+
+
+def _png_saying(word: str) -> bytes:
+    """A real PNG whose bytes hold ``word`` (in an uncompressed text chunk)."""
+    from PIL import Image
+    from PIL.PngImagePlugin import PngInfo
+
+    info = PngInfo()
+    info.add_text("Comment", f"{word} dashboard")
+    out = io.BytesIO()
+    Image.new("RGB", (64, 48), (10, 120, 200)).save(out, "PNG", pnginfo=info)
+    return out.getvalue()
 
 
 def _write_everything(rt: Runtime, tmp_path: Path) -> None:
@@ -112,6 +127,11 @@ def _write_everything(rt: Runtime, tmp_path: Path) -> None:
     )
     dispatcher = InProcessDispatcher()
     Pipeline(rt, dispatcher).accept(_event("t-zed", "zed", f"the log:\n{log}", event_id="p-1"))
+    # An attached image: its bytes (a PNG whose text chunk holds the word) kept for the model.
+    shot = Attachment("shot.png", "image/png", data=_png_saying(WORDS["image"]))
+    Pipeline(rt, dispatcher).accept(
+        _event("t-zed", "zed", "the dashboard", event_id="i-1", attachments=(shot,))
+    )
     dispatcher.close()
     # A learning drawn from zed's words when the session ends.
     learning = f"The {WORDS['learning']} cluster is retired on Friday."

@@ -1,5 +1,6 @@
-"""An attached image's format and size in pixels are read from its header (PNG, GIF, JPEG),
-and anything else, cut short or malformed, is None, never an error (issue 33)."""
+"""An attached image's format and size in pixels are read from its header (PNG, GIF, JPEG,
+WebP), and anything else, cut short or malformed, is None, never an error; with
+CAIRN_MODEL_IMAGES on, one the Messages API takes is an image block (issue 33)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import zlib
 
 import pytest
 
-from cairn.memory.context.images import ImageHeader, image_card, image_header
+from cairn.llm.types import ImageBlock
+from cairn.memory.context.images import MODEL_IMAGE_BYTES, ImageHeader, image_card, image_header
 
 
 def png(width: int, height: int) -> bytes:
@@ -52,6 +54,48 @@ def test_images_written_by_pillow_are_read_the_same(kind: str, progressive: bool
     assert image_header(buffer.getvalue()) == ImageHeader(kind.lower(), 333, 77)
 
 
+@pytest.mark.parametrize(
+    "options",
+    [{"lossless": True}, {"quality": 80}, {"quality": 80, "exif": b"Exif\0\0" + b"\0" * 8}],
+)
+def test_webp_written_by_pillow_is_read_lossless_lossy_and_extended(
+    options: dict[str, object],
+) -> None:
+    image_module = pytest.importorskip("PIL.Image")
+    buffer = io.BytesIO()
+    image_module.new("RGB", (333, 77), "teal").save(buffer, "WEBP", **options)
+    assert image_header(buffer.getvalue()) == ImageHeader("webp", 333, 77)
+
+
+def test_an_image_the_api_takes_is_a_block_of_its_own_type_and_a_card_that_says_so() -> None:
+    data = png(3, 2)
+    # The type its header shows is sent, not the one its name or the platform claimed.
+    card, block = image_card("shot.jpg", "image/jpeg", len(data), data, for_model=True)
+    assert block == ImageBlock("image/png", data, 3, 2)
+    assert (
+        card.distilled.body == f"image, 3x2, {len(data)} bytes, shown to the model with its message"
+    )
+    card, block = image_card("x.bmp", "image/bmp", 10, b"BM" + b"\0" * 8, for_model=True)
+    assert block is None
+    assert "Not shown to the model: only PNG, JPEG, GIF and WebP images are sent." in card.content
+    assert card.distilled.body.endswith("not read")
+
+
+def test_an_image_over_5mb_of_base64_or_8000_px_a_side_is_not_a_block() -> None:
+    fits = MODEL_IMAGE_BYTES // 4 * 3  # exactly 5 MB once in base64
+    head = png(100, 100)[:33]
+    _, block = image_card("a.png", "image/png", fits, head + b"\0" * (fits - 33), for_model=True)
+    assert block is not None
+    card, block = image_card(
+        "b.png", "image/png", fits + 1, head + b"\0" * (fits - 32), for_model=True
+    )
+    assert block is None
+    assert "the model takes at most 5,242,880 bytes of base64 per image" in card.content
+    card, block = image_card("c.png", "image/png", 100, png(8001, 1)[:33], for_model=True)
+    assert block is None
+    assert "it is 8001x1; the model takes 8000 px a side" in card.content
+
+
 def test_anything_else_cut_short_or_malformed_is_none() -> None:
     whole = png(5, 4)
     for cut in range(len(whole[:24])):
@@ -66,11 +110,12 @@ def test_anything_else_cut_short_or_malformed_is_none() -> None:
 
 def test_an_image_card_says_image_its_size_in_pixels_bytes_and_not_read() -> None:
     data = png(3, 2)
-    card = image_card("dashboard.png", "image/png", len(data), data)
+    card, block = image_card("dashboard.png", "image/png", len(data), data)
+    assert block is None  # CAIRN_MODEL_IMAGES is off
     assert card.distilled.kind == "image"
     assert card.distilled.body == f"image, 3x2, {len(data)} bytes, not read"
     # Two different images alike in name, type and size are two artifacts.
-    other = image_card("dashboard.png", "image/png", len(data), png(3, 2)[:-1] + b"\1")
+    other, _ = image_card("dashboard.png", "image/png", len(data), png(3, 2)[:-1] + b"\1")
     assert other.sha256 != card.sha256
-    unknown = image_card("x.png", "image/png", 10, b"\x89PNG\r\n\x1a\n\0\0")
+    unknown, _ = image_card("x.png", "image/png", 10, b"\x89PNG\r\n\x1a\n\0\0")
     assert "size in pixels unknown" in unknown.distilled.body

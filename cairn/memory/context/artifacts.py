@@ -2,13 +2,15 @@
 
 Content is stored once per SHA-256 (``artifact``); a ``context_artifact`` row links it to each
 session that produced it, and retrieval goes through that link and the tenant, so a session can
-only read what its own tenant stored.
+only read what its own tenant stored. The bytes of an image a model is shown
+(``artifact_image``) hang off its card's artifact, and are read through the same link.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
@@ -17,7 +19,8 @@ from sqlmodel import Session, col, select
 from cairn.core.errors import NotFound
 from cairn.core.tokens import count_tokens
 from cairn.db import Database
-from cairn.db.models import Artifact, ContextArtifact
+from cairn.db.models import Artifact, ArtifactImage, ContextArtifact
+from cairn.llm.types import ImageBlock
 
 __all__ = ["ArtifactStore", "StoredArtifact", "address", "matching_lines"]
 
@@ -122,6 +125,45 @@ class ArtifactStore:
                 s.add(Artifact(sha256=sha, tenant_id=tenant, kind=kind, content=content))
         except IntegrityError:
             pass  # stored concurrently by another session: same content, same address
+
+    def put_image(self, sha256: str, image: ImageBlock) -> None:
+        """Keep ``image``'s bytes beside the artifact ``sha256`` (its card, stored first).
+
+        Idempotent: an image kept already is left as it is.
+        """
+        with self.db.session() as s:
+            if s.get(ArtifactImage, sha256) is not None:
+                return
+            try:
+                with s.begin_nested():
+                    s.add(
+                        ArtifactImage(
+                            sha256=sha256,
+                            media_type=image.media_type,
+                            width=image.width,
+                            height=image.height,
+                            data=image.data,
+                        )
+                    )
+            except IntegrityError:
+                pass  # kept concurrently: same card, same bytes
+
+    def images(self, session_id: int, refs: Sequence[str]) -> list[ImageBlock]:
+        """The kept images of the artifacts ``refs`` (full sha256s) that ``session_id`` holds,
+        in the order of ``refs``; those not kept (or not its own) are left out."""
+        if not refs:
+            return []
+        with self.db.session() as s:
+            rows = s.exec(
+                select(ArtifactImage)
+                .join(ContextArtifact, col(ContextArtifact.sha256) == col(ArtifactImage.sha256))
+                .where(
+                    ContextArtifact.session_id == session_id,
+                    col(ArtifactImage.sha256).in_(list(refs)),
+                )
+            ).all()
+            found = {r.sha256: ImageBlock(r.media_type, r.data, r.width, r.height) for r in rows}
+        return [found[ref] for ref in refs if ref in found]
 
     def get(self, tenant: str, ref: str, *, session_id: int | None = None) -> tuple[str, str]:
         """The full text and kind of the artifact ``ref`` (a full or short sha256).

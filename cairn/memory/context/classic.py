@@ -11,10 +11,12 @@ from collections.abc import Sequence
 
 from sqlmodel import col, select
 
+from cairn.core.tokens import image_tokens
 from cairn.db import Database
 from cairn.db.models import EventKind, EventStatus, SessionEvent
+from cairn.llm.types import ImageBlock
 from cairn.memory.context.bands import render_memories
-from cairn.memory.context.compiler import CompiledPrompt, alternating, speaker_line
+from cairn.memory.context.compiler import CompiledPrompt, alternating, speaker_line, with_images
 from cairn.memory.context.relevance import cached_tokens
 from cairn.memory.recall import Recalled
 
@@ -40,14 +42,17 @@ class ClassicCompiler:
         system: str,
         tools_tokens: int = 0,
         recalled: Sequence[Recalled] = (),
+        images: Sequence[ImageBlock] = (),
     ) -> CompiledPrompt:
-        """The transcript prompt answering ``current``.
+        """The transcript prompt answering ``current``, with the ``images`` attached to it in
+        its turn.
 
         Truncating, it stays within the budget when the request fits (a request over budget is
         refused earlier, at ingest); otherwise every earlier turn is included.
         """
         request = speaker_line(current.user, current.text)
-        used = {"frame": cached_tokens(system) + tools_tokens, "request": cached_tokens(request)}
+        asked = cached_tokens(request) + sum(image_tokens(i.width, i.height) for i in images)
+        used = {"frame": cached_tokens(system) + tools_tokens, "request": asked}
         remaining = self.budget - used["frame"] - used["request"] - _OVERHEAD
         context = render_memories(recalled)
         if self.truncate and cached_tokens(context) > remaining // 2:
@@ -66,7 +71,7 @@ class ClassicCompiler:
             spent += cost
         history.reverse()
         history.append(("user", request))
-        messages = alternating(history)
+        messages = with_images(alternating(history), images)
         used["recent"] = spent
         used["total"] = used["frame"] + used["memories"] + spent + used["request"] + 4
         shown = tuple(r.memory.id for r in recalled) if context else ()

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 
 from cairn.core.errors import ConfigError
 from cairn.core.settings import ContextSettings
-from cairn.llm.types import Message, TextBlock
+from cairn.core.tokens import image_tokens
+from cairn.llm.types import ImageBlock, Message, TextBlock
 from cairn.memory.context.bands import (
     band_tokens,
     digests_band,
@@ -51,7 +52,9 @@ __all__ = [
     "CompiledPrompt",
     "alternating",
     "compile_prompt",
+    "messages_tokens",
     "speaker_line",
+    "with_images",
 ]
 
 LEVELS = ("normal", "compaction", "emergency")
@@ -127,8 +130,22 @@ def alternating(turns: Sequence[tuple[str, str]]) -> tuple[Message, ...]:
 
 
 def messages_tokens(messages: Sequence[Message]) -> int:
-    """Estimated tokens of ``messages`` including the per-message framing."""
-    return sum(cached_tokens(m.text) + _MESSAGE_OVERHEAD for m in messages)
+    """Estimated tokens of ``messages`` including the per-message framing and their images."""
+    return sum(
+        cached_tokens(m.text)
+        + _MESSAGE_OVERHEAD
+        + sum(image_tokens(i.width, i.height) for i in m.images)
+        for m in messages
+    )
+
+
+def with_images(messages: tuple[Message, ...], images: Sequence[ImageBlock]) -> tuple[Message, ...]:
+    """``messages`` with ``images`` after the text of the last one (the person's turn that
+    they came with): only that turn carries them, later turns show their cards."""
+    if not images or not messages:
+        return messages
+    *earlier, last = messages
+    return (*earlier, Message(last.role, (*last.content, *images)))
 
 
 def compile_prompt(
@@ -141,9 +158,11 @@ def compile_prompt(
     recalled: Sequence[Recalled],
     memos: Sequence[Memo],
     config: ContextSettings,
+    images: Sequence[ImageBlock] = (),
 ) -> CompiledPrompt:
     """Compile the prompt answering the newest unit of ``state`` (the current request, folded
-    in), with ``query`` (its prose) for scoring and ``hydrated`` the items it mentions.
+    in), with ``query`` (its prose) for scoring and ``hydrated`` the items it mentions;
+    ``images`` attached to the request go into its turn, and count in its tokens.
 
     Never over ``config.budget`` by the shared estimator, unless the frame, the request and
     the constraints alone exceed it (``events`` then holds ``over_budget``). Raises
@@ -159,7 +178,7 @@ def compile_prompt(
         )
     current = state.units[-1]
     request = speaker_line(current.user, current.text)
-    request_tokens = cached_tokens(request) + _MESSAGE_OVERHEAD
+    request_tokens = messages_tokens([Message("user", (TextBlock(request), *images))])
 
     earlier = state.units[:-1]
     window = earlier[-config.recent_turns :]
@@ -223,7 +242,7 @@ def compile_prompt(
         "memos": memos_text,
     }
     recent_turns = [t for u in kept for t in _unit_turns(u)]
-    result = _assemble(system, tools_tokens, bands, recent_turns, request)
+    result = _assemble(system, tools_tokens, bands, recent_turns, request, images)
     # Budget by value: the room the bands left unused goes to the recalled memories that did
     # not fit their share (recall ranks them with dense and lexical scores and the turns
     # around them: the engine's best retriever, measured in docs/adr/0032).
@@ -233,7 +252,7 @@ def compile_prompt(
         grown, grown_ids = memories_band(recalled, room)
         if len(grown_ids) > len(memory_ids):
             trial = dict(bands, memories=grown)
-            fitted = _assemble(system, tools_tokens, trial, recent_turns, request)
+            fitted = _assemble(system, tools_tokens, trial, recent_turns, request, images)
             if fitted[2]["total"] <= budget:
                 bands, result, memory_ids = trial, fitted, grown_ids
     # The raw-token safety net: whatever the estimates said, drop optional content until the
@@ -247,19 +266,19 @@ def compile_prompt(
                     memo_ids = ()
                 if name == "memories":
                     memory_ids = ()
-                result = _assemble(system, tools_tokens, bands, recent_turns, request)
+                result = _assemble(system, tools_tokens, bands, recent_turns, request, images)
                 if result[2]["total"] <= budget:
                     break
         while result[2]["total"] > budget and recent_turns:
             recent_turns = recent_turns[1:]
-            result = _assemble(system, tools_tokens, bands, recent_turns, request)
+            result = _assemble(system, tools_tokens, bands, recent_turns, request, images)
         if result[2]["total"] > budget:
             bands["checkpoint"] = render_checkpoint(state, turn, hydrated, config, "essential")
-            result = _assemble(system, tools_tokens, bands, recent_turns, request)
+            result = _assemble(system, tools_tokens, bands, recent_turns, request, images)
         if result[2]["total"] > budget:
             room = budget - (result[2]["total"] - cached_tokens(request))
             request = _truncate_to(request, max(room, 50))
-            result = _assemble(system, tools_tokens, bands, recent_turns, request)
+            result = _assemble(system, tools_tokens, bands, recent_turns, request, images)
         if result[2]["total"] > budget:
             events.append("over_budget")
     context, messages, tokens = result
@@ -290,12 +309,13 @@ def _assemble(
     bands: dict[str, str],
     recent: list[tuple[str, str]],
     request: str,
+    images: Sequence[ImageBlock],
 ) -> tuple[str, tuple[Message, ...], dict[str, int]]:
     sections = [text for text in bands.values() if text]
     context = ""
     if sections:
         context = _PREAMBLE + "\n\n".join(sections)
-    messages = alternating([*recent, ("user", request)])
+    messages = with_images(alternating([*recent, ("user", request)]), images)
     tokens = {name: band_tokens(text) for name, text in bands.items()}
     tokens["recent"] = messages_tokens(messages[:-1])
     tokens["request"] = messages_tokens(messages[-1:])

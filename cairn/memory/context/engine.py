@@ -33,7 +33,7 @@ from cairn.db.models import (
     SessionEvent,
     utcnow,
 )
-from cairn.llm.types import ToolSpec
+from cairn.llm.types import ImageBlock, ToolSpec
 from cairn.memory.context.artifacts import ArtifactStore, matching_lines
 from cairn.memory.context.classic import ClassicCompiler
 from cairn.memory.context.compiler import CompiledPrompt, compile_prompt
@@ -372,10 +372,16 @@ class TurnContext:
         tools: Sequence[ToolSpec] = (),
         recalled: Sequence[Recalled] = (),
         memos: Sequence[Memo] = (),
+        images: bool = False,
     ) -> CompiledPrompt:
-        """The prompt for this turn, in the configured mode, with its telemetry recorded."""
+        """The prompt for this turn, in the configured mode, with its telemetry recorded.
+
+        With ``images`` (a model that reads them: CAIRN_MODEL_IMAGES), the images kept with
+        the current message go into its turn (:meth:`images`); no other turn carries any.
+        """
         config = self.engine.config
         started = time.perf_counter()
+        shown = self.images() if images else []
         if config.mode == "classic":
             compiled = ClassicCompiler(self.engine.db, budget=config.budget).compile(
                 self.session_id,
@@ -383,6 +389,7 @@ class TurnContext:
                 system=system,
                 tools_tokens=tools_tokens(tools),
                 recalled=recalled,
+                images=shown,
             )
         else:
             compiled = compile_prompt(
@@ -394,6 +401,7 @@ class TurnContext:
                 recalled=recalled,
                 memos=memos,
                 config=config,
+                images=shown,
             )
         self.compile_ms = (time.perf_counter() - started) * 1000
         self._record(
@@ -414,6 +422,17 @@ class TurnContext:
             compile_ms=round(self.compile_ms, 3),
         )
         return compiled
+
+    def images(self) -> list[ImageBlock]:
+        """The images kept with the current message (attached to it, and within what a model
+        is sent), in the order they were attached."""
+        records = self.current.data.get("artifacts") if self.current.data else None
+        refs = [
+            str(r.get("sha256"))
+            for r in records or ()
+            if isinstance(r, dict) and r.get("kind") == "image"
+        ]
+        return ArtifactStore(self.engine.db).images(self.session_id, refs)
 
     def finish(self) -> None:
         """Record what the turn did after the prompt (artifacts retrieved)."""

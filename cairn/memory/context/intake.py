@@ -6,7 +6,8 @@ keeps them), then the distillers: the message the session logs carries the card,
 text goes to the artifact store, where the model can search and read it. What can't be made a
 card is refused with the reason: a long text that reads as prose, a file too large, a binary
 or an archive. An image within the size limit is recorded as a card with its width, height
-and size, read from its header (nothing reads its pixels yet).
+and size, read from its header; with CAIRN_MODEL_IMAGES on, one the model can be shown is also
+an image block, its bytes kept for the turn it came with.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 from cairn.core.errors import InvalidInput
 from cairn.core.gate import gate
+from cairn.llm.types import ImageBlock
 from cairn.memory.context.images import image_card
 from cairn.memory.context.pastes import Card, card_text, make_card, render_text
 from cairn.sessions.events import ATTACHED_CHARS, Attachment
@@ -38,14 +40,16 @@ _ARCHIVES = (".zip", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar", ".tar", ".jar"
 @dataclass(frozen=True, slots=True)
 class Intake:
     """A message as it is logged: ``text`` ends with ``attached`` characters of cards and
-    notes on files; ``cards`` are the artifacts to store; ``secrets`` the kinds of credential
-    the gate masked; ``hidden`` the invisible characters it took out."""
+    notes on files; ``cards`` are the artifacts to store; ``images`` the images a model is
+    shown, by the address of their card's artifact; ``secrets`` the kinds of credential the
+    gate masked; ``hidden`` the invisible characters it took out."""
 
     text: str
     cards: tuple[Card, ...]
     attached: int
     secrets: tuple[str, ...] = ()
     hidden: int = 0
+    images: tuple[tuple[str, ImageBlock], ...] = ()
 
 
 def human_size(size: int) -> str:
@@ -82,10 +86,13 @@ def take_in(
     max_chars: int,
     max_bytes: int,
     distill_chars: int,
+    images: bool = False,
 ) -> Intake:
     """The message ``text`` with its long pastes and ``attachments`` made artifact cards.
 
     ``text`` is gated here; its pastes become cards only when it is longer than ``max_chars``.
+    With ``images`` (CAIRN_MODEL_IMAGES), an attached image a model can be shown is kept as an
+    image block too (see :func:`cairn.memory.context.images.image_card`).
     Raises InvalidInput, with a reason a person can act on, when the text is too long and
     can't be distilled, or when nothing in the message can be read (an empty text and only
     files refused).
@@ -99,12 +106,16 @@ def take_in(
         prose, cards = _distilled(prose, max_chars, distill_chars)
     blocks: list[str] = [card_text(card)[:ATTACHED_CHARS] for card in cards]
     refusals: list[str] = []
+    kept: list[tuple[str, ImageBlock]] = []
     for attachment in attachments:
-        read = _read(attachment, max_bytes)
-        if isinstance(read, Card):  # an image: recorded, not read
-            cards.append(read)
+        read = _read(attachment, max_bytes, images)
+        if isinstance(read, tuple) and isinstance(read[0], Card):  # an image
+            card, image = read
+            cards.append(card)
+            if image is not None:
+                kept.append((card.sha256, image))
             head = f"attached image {attachment.name}:\n"
-            blocks.append(head + card_text(read)[: ATTACHED_CHARS - len(head)])
+            blocks.append(head + card_text(card)[: ATTACHED_CHARS - len(head)])
             continue
         if isinstance(read, str):
             (refusals if read.startswith("[not read") else blocks).append(read)
@@ -126,6 +137,7 @@ def take_in(
         len(whole) - len(prose) if attached else 0,
         tuple(dict.fromkeys(secrets)),
         hidden,
+        tuple(kept),
     )
 
 
@@ -143,9 +155,11 @@ def _distilled(text: str, max_chars: int, distill_chars: int) -> tuple[str, list
     return rendered.prose, cards
 
 
-def _read(attachment: Attachment, max_bytes: int) -> Card | str | tuple[int, str]:
-    """The size and text of a text file; the card of an image (recorded, not read); or the
-    line the message carries instead (why the file was not read)."""
+def _read(
+    attachment: Attachment, max_bytes: int, images: bool
+) -> tuple[Card, ImageBlock | None] | str | tuple[int, str]:
+    """The size and text of a text file; the card of an image and its block (None when a
+    model is not shown it); or the line the message carries instead (why it was not read)."""
     name, size = attachment.name, attachment.size or len(attachment.data or b"")
     media = attachment.media_type or mimetypes.guess_type(name)[0] or ""
     if attachment.refused:
@@ -157,7 +171,7 @@ def _read(attachment: Attachment, max_bytes: int) -> Card | str | tuple[int, str
         return f"[not read: {name} is {shown}; the limit is {limit} (CAIRN_ATTACHMENT_MAX_BYTES)]"
     data = attachment.data
     if media.startswith("image/"):
-        return image_card(name, media, max(size, len(data or b"")), data)
+        return image_card(name, media, max(size, len(data or b"")), data, for_model=images)
     if data is None:
         return f"[not read: {name}: it could not be downloaded]"
     text = _decoded(data)
