@@ -13,12 +13,14 @@ from sqlalchemy import update
 from sqlmodel import col, select
 
 from cairn.bench.scratch import handled
+from cairn.bot.pipeline import Pipeline
 from cairn.cli import main
 from cairn.core.settings import get_settings, load_settings
-from cairn.db.models import AgentSession, MemoryRow, SessionEvent, utcnow
+from cairn.db.models import AgentSession, ArtifactImage, MemoryRow, SessionEvent, utcnow
 from cairn.memory import Scope
 from cairn.runtime import Runtime, build_runtime, reset_runtime
-from cairn.sessions.events import ChatEvent
+from cairn.sessions.events import Attachment, ChatEvent
+from cairn.workers.dispatch import InProcessDispatcher
 from cairn.workers.upkeep import rotate_tiers
 
 SCOPE = Scope("acme", "cairn")
@@ -32,11 +34,10 @@ def _say(rt: Runtime, thread: str, text: str) -> None:
     handled(rt, event)
 
 
-def _seed(rt: Runtime) -> dict[str, int]:
-    _say(rt, "t-old", "what runs on the old cluster?")
-    _say(rt, "t-new", "what runs on the new cluster?")
+def _age(rt: Runtime, thread: str) -> None:
+    """Make the session of ``thread`` and its events LONG_AGO old."""
     with rt.db.session() as s:
-        old = s.exec(select(AgentSession).where(AgentSession.thread_ref == "t-old")).one()
+        old = s.exec(select(AgentSession).where(AgentSession.thread_ref == thread)).one()
         s.execute(
             update(AgentSession).where(col(AgentSession.id) == old.id).values(updated_at=LONG_AGO)
         )
@@ -45,6 +46,12 @@ def _seed(rt: Runtime) -> dict[str, int]:
             .where(col(SessionEvent.session_id) == old.id)
             .values(created_at=LONG_AGO)
         )
+
+
+def _seed(rt: Runtime) -> dict[str, int]:
+    _say(rt, "t-old", "what runs on the old cluster?")
+    _say(rt, "t-new", "what runs on the new cluster?")
+    _age(rt, "t-old")
     remember = rt.memory.remember
     ids = {
         "old episode": remember(
@@ -79,6 +86,7 @@ def retaining(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
         monkeypatch.setenv("CAIRN_DATABASE_URL", request.getfixturevalue("postgres_url"))
     monkeypatch.setenv("CAIRN_RETENTION_SESSION_DAYS", "30")
     monkeypatch.setenv("CAIRN_RETENTION_EPISODE_DAYS", "30")
+    monkeypatch.setenv("CAIRN_MODEL_IMAGES", "1")  # attached images keep their bytes
     get_settings.cache_clear()
     rt = build_runtime(load_settings())
     reset_runtime(rt)
@@ -98,6 +106,31 @@ def test_upkeep_deletes_old_sessions_and_episodes_and_keeps_decisions(retaining:
     assert kept == {ids["new episode"], ids["confirmed episode"], ids["old decision"]}
     assert rt.memory.index is not None
     assert rt.memory.index.count() == len(kept)
+    rt.close()
+
+
+def test_retention_deletes_the_bytes_of_images_attached_in_an_old_session(
+    retaining: Runtime,
+) -> None:
+    from tests.unit.test_image_headers import png
+
+    rt = retaining
+    dispatcher = InProcessDispatcher()
+    for thread in ("t-old", "t-new"):
+        shot = Attachment(f"{thread}.png", "image/png", data=png(64, 48) + thread.encode())
+        event = ChatEvent(
+            "console", "acme", "C1", thread, "amy", text="the dashboard",
+            event_id=f"i-{thread}", private=False, attachments=(shot,),
+        )  # fmt: skip
+        Pipeline(rt, dispatcher).accept(event)
+    dispatcher.close()
+    with rt.db.session() as s:
+        assert len(s.exec(select(ArtifactImage)).all()) == 2
+    _age(rt, "t-old")
+    rotate_tiers(rt)
+    with rt.db.session() as s:
+        kept = [image.data for image in s.exec(select(ArtifactImage)).all()]
+    assert kept == [png(64, 48) + b"t-new"]
     rt.close()
 
 
