@@ -1,8 +1,10 @@
 """Files shared in Slack (uploads and snippets) are fetched with the bot token, read through the
-gate into artifact cards, and a line of them can be asked about (issue 33)."""
+gate into artifact cards, and a line of them can be asked about; with CAIRN_MODEL_IMAGES on, a
+shared image reaches the model as an image block (issue 33)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 
 from cairn.db.models import EventKind, SessionEvent
 from tests.integration.test_console_attachments import PASSWORD, big_log, stored_anywhere
+from tests.support.messages_server import MessagesServer, Reply, text_message
 from tests.support.slack_api import BOT_TOKEN, BOT_USER
 from tests.support.slack_harness import Harness, running_slack
 
@@ -107,3 +110,41 @@ def test_a_shared_image_is_fetched_and_recorded_as_a_card_with_its_size_not_read
     assert first is not None
     assert "attached image p99.png:" in first.text
     assert f"image, 800x600, {len(data)} bytes, not read" in first.text
+
+
+def test_with_images_on_a_shared_jpeg_reaches_claude_as_an_image_block(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tests.integration.test_image_attachments import picture
+
+    data = picture(tmp_path / "p99.jpg", (800, 600), kind="JPEG")
+    with (
+        MessagesServer(
+            api_key="sk-test",
+            responder=lambda request: Reply(body=text_message("p99 doubled at 10:42.")),
+        ) as model,
+        running_slack(
+            monkeypatch,
+            CAIRN_SLACK_STREAM_MODE="off",
+            ANTHROPIC_API_KEY="sk-test",
+            ANTHROPIC_BASE_URL=model.base_url,
+            CAIRN_MODEL_IMAGES="1",
+        ) as http,
+    ):
+        shot = http.api.add_file("F0JPG", "p99.jpg", data, mimetype="image/jpeg")
+        http.deliver(shared("what does p99 do here?", [shot]))
+        http.settle(timeout=60)
+        posts = http.api.posts(CHANNEL)
+    assert any(p["text"] == "p99 doubled at 10:42." for p in posts)
+    [body] = model.bodies
+    turn = body["messages"][-1]
+    assert "what does p99 do here?" in turn["content"][0]["text"]
+    assert turn["content"][-1] == {
+        "type": "image",
+        "source": {
+            "type": "base64",
+            "media_type": "image/jpeg",
+            "data": base64.b64encode(data).decode(),
+        },
+        "cache_control": {"type": "ephemeral"},
+    }
