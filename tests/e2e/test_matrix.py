@@ -9,6 +9,7 @@ client would. One test puts a slow Anthropic stand-in behind it, to see it typin
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -1021,3 +1022,42 @@ def test_an_image_sent_in_a_thread_is_fetched_and_recorded_as_a_card_with_its_si
         timeout=60,
     )
     assert f"image, 640x480, {len(data)} bytes, not read" in message.text
+
+
+def test_with_images_on_an_image_sent_in_a_thread_reaches_claude_as_an_image_block(
+    cairn: Cairn,
+    people: Callable[[str], Person],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    from tests.integration.test_image_attachments import images_sent, picture
+
+    data = picture(tmp_path / "p99.gif", (320, 200), kind="GIF")
+    seen = "p99 doubled at 10:42."
+    with MessagesServer(
+        api_key="sk-test", responder=lambda request: Reply(body=text_message(seen))
+    ) as model:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.base_url)
+        monkeypatch.setenv("CAIRN_MODEL_IMAGES", "1")
+        cairn.start()
+        alice = people("alice")
+        room = room_with_bot(alice, cairn)
+        root = alice.send(room, "cairn: p99 is up since the deploy", mention=cairn.id)
+        wait_for_answer("the first answer", alice, room, cairn.id, root)
+        info = {"mimetype": "image/gif", "size": len(data), "w": 320, "h": 200}
+        url = uploaded(alice, "p99.gif", data, "image/gif")
+        alice.send(
+            room, "p99.gif", thread=root, content={"msgtype": "m.image", "url": url, "info": info}
+        )
+        wait_for("the answer about the image", lambda: answers_to(alice, room, cairn.id, root)[1:])
+    first, second = model.bodies
+    assert images_sent(first) == []
+    assert len(images_sent(second)) == 1
+    turn = second["messages"][-1]
+    assert turn["content"][-1]["source"] == {
+        "type": "base64",
+        "media_type": "image/gif",
+        "data": base64.b64encode(data).decode(),
+    }
+    assert f"image, 320x200, {len(data)} bytes, shown to the model" in turn["content"][0]["text"]

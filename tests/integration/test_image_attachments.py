@@ -68,7 +68,8 @@ def _chat(rt: Runtime, lines: list[str]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.getvalue().splitlines() if line.strip()]
 
 
-def _images(body: dict[str, Any]) -> list[dict[str, Any]]:
+def images_sent(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The image blocks in the messages of a request to the Messages API."""
     return [
         block
         for message in body["messages"]
@@ -97,7 +98,7 @@ def test_an_attached_png_reaches_claude_as_an_image_block_in_its_turn_only(
         rt.close()
     assert [o["type"] for o in outputs] == ["reply", "reply"]
     first, second = model.bodies
-    [image] = _images(first)
+    [image] = images_sent(first)
     assert image["source"] == {
         "type": "base64",
         "media_type": "image/png",
@@ -111,7 +112,7 @@ def test_an_attached_png_reaches_claude_as_an_image_block_in_its_turn_only(
     assert "what does p99 show?" in said
     assert f"image, 2000x1000, {len(shot)} bytes, shown to the model with its message" in said
     # The next turn shows the card only: the bytes went with their own message.
-    assert _images(second) == []
+    assert images_sent(second) == []
     assert "image, 2000x1000" in json.dumps(second["messages"])
     # The budget counts the image as the API scales it: 1568x784 px, about 1,640 tokens.
     assert image_tokens(2000, 1000) == 1640
@@ -180,8 +181,8 @@ def test_images_too_large_or_of_other_types_are_refused_or_only_carded(
     assert [o["type"] for o in outputs].count("reply") == 2
     assert kept == []
     noisy_turn, bmp_turn = model.bodies
-    assert _images(noisy_turn) == []
-    assert _images(bmp_turn) == []
+    assert images_sent(noisy_turn) == []
+    assert images_sent(bmp_turn) == []
     said = json.dumps(noisy_turn["messages"])
     assert "image, 1200x1200" in said
     assert "not read" in said
