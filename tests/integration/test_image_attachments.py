@@ -78,8 +78,13 @@ def images_sent(body: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.parametrize("mode", ["engine", "classic"])
 def test_an_attached_png_reaches_claude_as_an_image_block_in_its_turn_only(
-    clean_env: Path, monkeypatch: pytest.MonkeyPatch, model: MessagesServer, tmp_path: Path
+    clean_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    model: MessagesServer,
+    tmp_path: Path,
+    mode: str,
 ) -> None:
     shot = picture(tmp_path / "dashboard.png", (2000, 1000))
     rt = _runtime(
@@ -87,6 +92,7 @@ def test_an_attached_png_reaches_claude_as_an_image_block_in_its_turn_only(
         ANTHROPIC_API_KEY=KEY,
         ANTHROPIC_BASE_URL=model.base_url,
         CAIRN_MODEL_IMAGES="1",
+        CAIRN_CONTEXT_MODE=mode,
     )
     try:
         outputs = _chat(
