@@ -138,3 +138,26 @@ def test_a_delay_paces_the_word_groups_and_changes_nothing_else() -> None:
     gaps = [b - a for a, b in zip(sink.times, sink.times[1:], strict=False)]
     assert len(gaps) > 3
     assert min(gaps) >= 0.009  # each group waits, and a sleep never wakes early
+
+
+def test_a_message_with_an_attached_image_is_answered_that_images_cant_be_read() -> None:
+    from cairn.memory.context.intake import take_in
+    from cairn.sessions.events import Attachment
+    from tests.unit.test_image_headers import png
+
+    data = png(640, 480)
+    for images in (False, True):  # whether or not its bytes are sent (CAIRN_MODEL_IMAGES)
+        logged = take_in(
+            "what does this show?",
+            [Attachment("p99.png", "image/png", data=data)],
+            max_chars=40_000,
+            max_bytes=10_000_000,
+            distill_chars=1500,
+            images=images,
+        )
+        answer = OfflineLLM().complete(_ask(logged.text)).text
+        assert answer.startswith("I can't read images: I'm the offline model")
+        assert f"p99.png (image, 640x480, {len(data)} bytes" in answer
+    # Asked to remember something, it still does: the image is only what came with it.
+    remember = OfflineLLM().complete(_ask(f"remember p99 doubled\n{logged.text}"))
+    assert remember.tool_uses[0].name == "remember"
