@@ -59,7 +59,14 @@ from cairn.db.models import MemoryRow
 from cairn.memory.store import MemoryStore
 from cairn.sessions.events import ChatEvent
 
-__all__ = ["PAGE_EVENTS", "MatrixImport", "RoomHistoryError", "checkpoint_path", "import_room"]
+__all__ = [
+    "PAGE_EVENTS",
+    "Checkpoint",
+    "MatrixImport",
+    "RoomHistoryError",
+    "checkpoint_path",
+    "import_room",
+]
 
 LOGIN_SECONDS = 60.0
 """How long the import waits for the homeserver to let the bot log in."""
@@ -85,8 +92,8 @@ def checkpoint_path(
 
 
 @dataclass
-class _Progress:
-    """What the checkpoint holds: ``floor``, the newest event of the last finished run (a
+class Checkpoint:
+    """Where an import of a room stands: ``floor``, the newest event of the last finished run (a
     later run stops there); ``top`` and ``resume``, the newest event of the run under way and
     the token of its next page; ``edits``, the edits read whose message is not yet (by id)."""
 
@@ -96,7 +103,7 @@ class _Progress:
     edits: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, path: Path) -> _Progress:
+    def load(cls, path: Path) -> Checkpoint:
         if not path.exists():
             return cls()
         try:
@@ -190,9 +197,9 @@ class MatrixImport:
         homeserver refuses, StorageError when the database fails; the pages before stay
         imported, and the next run continues after them."""
         room = await self._room(room_id)
-        state = _Progress() if full else _Progress.load(checkpoint)
+        state = Checkpoint() if full else Checkpoint.load(checkpoint)
         if (state.floor or state.resume) and not self._imported_before(room.id):
-            state = _Progress()  # the database was emptied or replaced: all of it again
+            state = Checkpoint()  # the database was emptied or replaced: all of it again
         tally = ChannelTally(room.name, "room", room.private)
         read = [0]
 
@@ -250,7 +257,7 @@ class MatrixImport:
     async def _pages(
         self,
         room: _Room,
-        state: _Progress,
+        state: Checkpoint,
         checkpoint: Path,
         tally: ChannelTally,
         heard: Any,
@@ -295,7 +302,7 @@ class MatrixImport:
         self._edits.clear()
         state.save(checkpoint)
 
-    async def _take(self, room: _Room, event: Any, state: _Progress, tally: ChannelTally) -> None:
+    async def _take(self, room: _Room, event: Any, state: Checkpoint, tally: ChannelTally) -> None:
         """One event of the room's history, newest first."""
         if self.until_ms is not None and event.server_timestamp >= self.until_ms:
             return
@@ -349,7 +356,7 @@ class MatrixImport:
         self.episodes.keep(chat, name, at, tally)
 
     def _edit(
-        self, event: Any, content: dict[str, Any], relation: dict[str, Any], state: _Progress
+        self, event: Any, content: dict[str, Any], relation: dict[str, Any], state: Checkpoint
     ) -> None:
         """Keep the newest edit of each message (the first one read, going back in time)."""
         original, new = relation.get("event_id"), content.get("m.new_content")
@@ -366,7 +373,7 @@ class MatrixImport:
         event: Any,
         content: dict[str, Any],
         relation: dict[str, Any],
-        state: _Progress,
+        state: Checkpoint,
     ) -> str:
         """The message's text as last edited by its sender (a file: its caption)."""
         edit_id = state.edits.pop(str(event.event_id), None)
