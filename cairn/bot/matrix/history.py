@@ -170,6 +170,7 @@ class MatrixImport:
         self.since_ms = _ms(since) if since else None
         self.until_ms = _ms(until + timedelta(days=1)) if until else None
         self._edits: dict[str, dict[str, Any]] = {}  # message id -> its last edit's content
+        self._events = 0  # events read by this run, for progress
 
     async def room_id(self, room: str) -> str:
         """``room`` as a room id: an alias (``#ops:example.org``) is resolved."""
@@ -201,16 +202,10 @@ class MatrixImport:
         if (state.floor or state.resume) and not self._imported_before(room.id):
             state = Checkpoint()  # the database was emptied or replaced: all of it again
         tally = ChannelTally(room.name, "room", room.private)
-        read = [0]
-
-        def heard(count: int) -> None:
-            read[0] += count
-            if progress is not None:
-                progress(read[0], read[0])
-
+        self._events = 0
         if state.resume is not None:  # a run was stopped: its pages first, down to its floor
-            await self._pages(room, state, checkpoint, tally, heard, start=state.resume)
-        await self._pages(room, state, checkpoint, tally, heard, start=None)
+            await self._pages(room, state, checkpoint, tally, progress, start=state.resume)
+        await self._pages(room, state, checkpoint, tally, progress, start=None)
         return ImportReport(self.account.tenant, {room.id: tally}, tally.days, 0, unit="pages")
 
     async def _room(self, room_id: str) -> _Room:
@@ -260,7 +255,7 @@ class MatrixImport:
         state: Checkpoint,
         checkpoint: Path,
         tally: ChannelTally,
-        heard: Any,
+        progress: ProgressCallback | None,
         *,
         start: str | None,
     ) -> None:
@@ -288,7 +283,9 @@ class MatrixImport:
                     reached = True
                     break
                 await self._take(room, event, state, tally)
-            heard(len(response.chunk))
+            self._events += len(response.chunk)
+            if progress is not None:  # events read; how many the room holds is not known
+                progress(self._events, self._events)
             tally.days += 1
             token = response.end
             if reached or not response.chunk or not token:
