@@ -296,6 +296,45 @@ def _passes(text: str) -> bool:
     return kept is text or kept == text
 
 
+# Short texts the gate was seen to leave as they are: a JSON document written again and again
+# (a session's checkpoint holds every turn's text) is checked by set lookups, not gate calls.
+_PASSING: set[str] = set()
+_PASSING_CHARS = 256
+_PASSING_MAX = 16384
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _all_pass(value: Any) -> bool:
+    """Whether the gate leaves every string of the JSON-like ``value`` (keys included) as it
+    is: one walk without copying or recursion, the usual case of :func:`gated_data`."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind in _SCALARS:
+            continue
+        if kind is str:
+            if item in _PASSING:
+                continue
+            if not _passes(item):
+                return False
+            if len(item) <= _PASSING_CHARS:
+                if len(_PASSING) >= _PASSING_MAX:
+                    _PASSING.clear()
+                _PASSING.add(item)
+        elif kind is dict:
+            stack.extend(item)
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        elif isinstance(item, str):
+            if not _passes(item):
+                return False
+        elif isinstance(item, dict | list | tuple):
+            return False  # a subclass: the copying walk reads it
+    return True
+
+
 def _gated_tree(value: Any) -> Any:
     """``value`` with every string gated, in one pass: a list or dict in which nothing
     changed comes back as the same object, so only the path to a changed string is copied."""
@@ -327,4 +366,4 @@ def gated_data(value: Any) -> Any:
     """A JSON-like ``value`` with every string in it gated, keys included; other values are
     kept as they are, and a value in which nothing changes comes back as the same object.
     Never raises."""
-    return _gated_tree(value)
+    return value if _all_pass(value) else _gated_tree(value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from cairn.bench.opsgen import generate_thread
+from cairn.core.gate import gated_data
 from cairn.db.models import EventKind
 from cairn.memory.context.state import EventView, SessionState, fold, hydrate, tier
 
@@ -201,3 +202,17 @@ def test_a_tool_call_held_for_approval_stays_in_the_checkpoints_activity() -> No
           status="pending", arguments={"service": "payments"})  # fmt: skip
     [line] = [a for a in t.state.recent_activity if "awaiting approval" in a]
     assert line == 'turn 1: awaiting approval: ops__restart_service {"service": "payments"}'
+
+
+def test_a_state_of_long_turns_is_saved_as_the_gate_keeps_it() -> None:
+    """What the engine holds is what the gate stores: a clipped line ends "...", not the
+    ellipsis that NFKC would rewrite on every save (and so copy the whole state each turn)."""
+    t = Thread()
+    for n in range(12):
+        t.say(
+            f"step {n}: " + "the rollout of the payments service went out to the canary " * 4,
+            reply="noted, " + "watching the error budget and the latency of checkout " * 4,
+        )
+    saved = t.state.to_json()
+    assert any(u["digest"].endswith("...") for u in saved["units"])
+    assert gated_data(saved) is saved

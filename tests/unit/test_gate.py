@@ -132,6 +132,36 @@ def test_json_is_gated_string_by_string_ids_unchanged() -> None:
     assert passed["event_id"] == data["event_id"]
 
 
+def test_an_unchanged_tree_comes_back_as_itself_and_a_secret_deep_in_it_is_found() -> None:
+    units = [{"seq": n, "text": f"deploy {n} went fine", "keywords": ["deploy"]} for n in range(50)]
+    state = {"units": units, "turn": 50, "pinned": False, "score": 0.5, "note": None}
+    assert gated_data(state) is state  # nothing copied
+    assert gated_data(state) is state  # again, its strings now known to pass
+    leaked = {
+        **state,
+        "units": [
+            *units,
+            {
+                "seq": 50,
+                "text": "deploy 50 went fine",
+                "keywords": ["deploy", "db password is Tr0ub4dor&3x"],
+            },
+        ],
+    }
+    kept = gated_data(leaked)
+    assert "Tr0ub4dor" not in json.dumps(kept)
+    assert kept["units"][:50] == units
+    assert "Tr0ub4dor" not in json.dumps(gated_data({("pw: Tr0ub4dor&3x"): 1}))  # a key too
+
+
+class _Label(str):
+    """A str subclass, as a StrEnum value is."""
+
+
+def test_a_string_subclass_in_a_tree_is_gated_too() -> None:
+    assert "Tr0ub4dor" not in json.dumps(gated_data({"k": [_Label("pw: Tr0ub4dor&3x")]}))
+
+
 # Ids a homeserver made in which a rule once read a credential word ("ww", "pW", "mDp"),
 # or a provider prefix ("sk-"): each masked, each broke a reply's relation to its thread.
 CHANCE_IDS = [

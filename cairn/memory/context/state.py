@@ -215,8 +215,10 @@ def _fields(obj: Item | Unit) -> dict[str, Any]:
 
 
 def _clip(text: str, width: int) -> str:
+    # "..." rather than "…": the state is stored through the gate, whose NFKC would rewrite
+    # the ellipsis, so every save would copy the whole state to change it (docs/adr/0041).
     text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def hydrate(state: SessionState, text: str, threshold: float) -> set[str]:
