@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,14 +94,28 @@ def check_start(home: Path, min_free_mb: int, *, embedded_index: bool) -> DiskSp
     return space
 
 
+# Homes that had plenty of room when last looked at, until when (monotonic): a message is not
+# worth a statvfs each while the disk is far from its threshold (no second of messages writes
+# _ROOMY_MB). Near the threshold every message looks again.
+_ROOMY: dict[tuple[Path, int], float] = {}
+_ROOMY_SECONDS = 1.0
+_ROOMY_MB = 256
+
+
 def check_room(home: Path, min_free_mb: int) -> None:
     """Raise DiskFull (and say so on the log) when ``home`` has under ``min_free_mb`` free.
 
     Called before new work is taken, so that nothing is acknowledged that cannot be stored.
     """
+    now = time.monotonic()
+    key = (home, min_free_mb)
+    if _ROOMY.get(key, 0.0) > now:
+        return  # looked less than a second ago, and there was room
     space = disk_space(home, min_free_mb)
     if space.low:
         log.error(
             "%s: %s; new messages are refused until there is room", DISK_FULL, space.describe()
         )
         raise DiskFull(f"{DISK_FULL} ({space.free_mb} MB free); try again once there is room")
+    if space.free_mb - min_free_mb >= _ROOMY_MB:
+        _ROOMY[key] = now + _ROOMY_SECONDS

@@ -20,7 +20,6 @@ import threading
 import unicodedata
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from cairn.core.injection import instruction_reason
@@ -201,7 +200,9 @@ def gate(text: str) -> Gated:
     """``text`` made what a person sees, with every credential in it masked. Never raises."""
     if len(text) > _PIECE_CHARS:
         return _gate_long(text)
-    return _gate_piece(text)
+    result = _gate_piece(text)
+    _remember(result.text, result.text)  # what the backstops will be given (see _KEPT)
+    return result
 
 
 def _gate_piece(text: str) -> Gated:
@@ -269,21 +270,33 @@ def rejoin(before: str, text: str) -> tuple[str, str, str] | None:
     )
 
 
-# Texts shorter than this are remembered: the same text is gated at the edge, then again by
-# each backstop it reaches (the event log, the outbox, the platform), so most calls repeat.
+# What the gate keeps of texts shorter than this is remembered (text -> kept): the same text
+# is gated at the edge, then again by each backstop it reaches (the event log, the outbox, the
+# platform, a checkpoint that holds every turn), so most calls repeat. The edge's own call
+# (:func:`gate`) always runs the detector and leaves its result here: gating is idempotent, so
+# what it kept passes the backstops as it is, without a second run.
 _CACHED_CHARS = 4096
+_KEPT: dict[str, str] = {}
+_KEPT_MAX = 8192
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
-@lru_cache(maxsize=8192)
-def _gated_cached(text: str) -> str:
-    return gate(text).text
+def _remember(text: str, kept: str) -> None:
+    if len(text) > _CACHED_CHARS:
+        return
+    if len(_KEPT) >= _KEPT_MAX:
+        _KEPT.clear()  # crude, and cheap: the next calls fill it again
+    _KEPT[text] = kept
+    _KEPT[kept] = kept
 
 
 def gated(text: str) -> str:
     """The gated form of ``text`` (what :func:`gate` keeps), for the backstops. Never raises."""
-    if len(text) <= _CACHED_CHARS:
-        return _gated_cached(text)
-    return gate(text).text
+    kept = _KEPT.get(text)
+    if kept is None:
+        kept = gate(text).text
+        _remember(text, kept)
+    return kept
 
 
 def _passes(text: str) -> bool:
@@ -296,14 +309,6 @@ def _passes(text: str) -> bool:
     return kept is text or kept == text
 
 
-# Short texts the gate was seen to leave as they are: a JSON document written again and again
-# (a session's checkpoint holds every turn's text) is checked by set lookups, not gate calls.
-_PASSING: set[str] = set()
-_PASSING_CHARS = 256
-_PASSING_MAX = 16384
-_SCALARS = frozenset({int, float, bool, type(None)})
-
-
 def _all_pass(value: Any) -> bool:
     """Whether the gate leaves every string of the JSON-like ``value`` (keys included) as it
     is: one walk without copying or recursion, the usual case of :func:`gated_data`."""
@@ -314,14 +319,13 @@ def _all_pass(value: Any) -> bool:
         if kind in _SCALARS:
             continue
         if kind is str:
-            if item in _PASSING:
-                continue
-            if not _passes(item):
+            kept = _KEPT.get(item)
+            if kept is None:
+                if not _passes(item):
+                    return False
+                _remember(item, item)
+            elif kept != item:
                 return False
-            if len(item) <= _PASSING_CHARS:
-                if len(_PASSING) >= _PASSING_MAX:
-                    _PASSING.clear()
-                _PASSING.add(item)
         elif kind is dict:
             stack.extend(item)
             stack.extend(item.values())

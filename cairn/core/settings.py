@@ -113,6 +113,10 @@ class AgentSpec(BaseModel):
     approvers: list[str] | None = None
 
 
+# An undeclared agent's declaration: one frozen instance, not a model built per message.
+_UNDECLARED = AgentSpec()
+
+
 SERVER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,23}$")
 # A tool runs at once ("read") or waits for a person's approval ("needs approval").
 Approval = Literal["read", "needs approval"]
@@ -574,7 +578,7 @@ class Settings(BaseModel):
 
     def agent_spec(self, name: str) -> AgentSpec:
         """The declaration of agent ``name`` (an empty one for an undeclared default)."""
-        return self.agents.get(name) or AgentSpec()
+        return self.agents.get(name) or _UNDECLARED
 
     @property
     def identity_agent(self) -> str | None:
