@@ -16,6 +16,7 @@ import redis
 from cairn.core.disk import check_start
 from cairn.core.errors import ConfigError, StorageError
 from cairn.core.redact import mask_url
+from cairn.core.secrets import warm as warm_gate
 from cairn.core.settings import Settings, get_settings
 from cairn.db import Database
 from cairn.mcp import ToolServers
@@ -155,6 +156,7 @@ def get_runtime() -> Runtime:
     with _runtime_lock:
         if _runtime is None:
             _runtime = build_runtime(get_settings(), migrate=False)
+            warm_gate()  # a worker's first message does not load the detector
         return _runtime
 
 

@@ -12,6 +12,7 @@ from cairn.bot.routing import route
 from cairn.core import stages
 from cairn.core.disk import check_room
 from cairn.core.metrics import EVENTS
+from cairn.core.secrets import warm as warm_gate
 from cairn.core.settings import Settings
 from cairn.memory.context.artifacts import ArtifactStore
 from cairn.memory.context.intake import take_in
@@ -51,6 +52,7 @@ class Pipeline:
         else:
             dispatcher = InProcessDispatcher()
         pipeline = cls(rt, dispatcher)
+        warm_gate()  # the first message does not load the detector
         pipeline.recover()
         if not settings.broker_url:
             # No celery beat without a broker: the same upkeep schedule runs on a thread here.

@@ -671,14 +671,23 @@ _LIBRARY_HINT = re.compile(r"[A-Za-z0-9_+/=.:\-]{16,}")
 _TOKEN_CHAR = re.compile(r"[A-Za-z0-9_+/=\-]")
 
 
+def warm() -> None:
+    """Load what the detector loads on first use (detect-secrets and its rules: about a
+    quarter of a second), so that a process that takes work pays it before its first message,
+    not during it. Idempotent."""
+    global _LIBRARY
+    if _LIBRARY is None:
+        _LIBRARY = _library_rules()
+
+
 def _in_library(text: str) -> Iterator[Secret]:
     """What detect-secrets' provider rules find in ``text``, each widened to its whole token
     (a rule that stops at a character its provider never writes must not leave a tail)."""
-    global _LIBRARY
     if _LIBRARY_HINT.search(text) is None:
         return
     if _LIBRARY is None:
-        _LIBRARY = _library_rules()
+        warm()
+    assert _LIBRARY is not None
     for kind, pattern in _LIBRARY:
         for match in pattern.finditer(text):
             group = 1 if pattern.groups and match.group(1) else 0
