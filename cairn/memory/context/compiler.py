@@ -327,7 +327,7 @@ def _assemble(
         context_bound = cached_tokens(_PREAMBLE) + sum(tokens.values()) - tokens["recent"]
         context_bound += -tokens["request"] + 3 * len(sections)
     tokens["total"] = cached_tokens(system) + tools_tokens + context_bound
-    tokens["total"] += messages_tokens(messages)
+    tokens["total"] += tokens["recent"] + tokens["request"]  # the messages, each counted once
     return context, messages, tokens
 
 
