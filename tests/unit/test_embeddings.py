@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -123,6 +124,11 @@ def test_hub_provider_reports_an_unreachable_hub_clearly(
     with ModelHub(DEFAULT_HUB_MODEL, folder) as hub:
         endpoint = hub.url
     _fresh_embedder_env(monkeypatch, tmp_path / "hf", endpoint)  # the server is gone now
+    # huggingface_hub tries five more times, 23 s of backoff, before it gives up; the error
+    # that follows is what is tested, so its waits are skipped (in its module only).
+    import huggingface_hub.utils._http as hub_http
+
+    monkeypatch.setattr(hub_http, "time", SimpleNamespace(sleep=lambda _: None, time=time.time))
     with pytest.raises(ConfigError, match=r"cannot download config\.json"):
         _build("hub:nobody/no-such-model")
 
