@@ -227,6 +227,7 @@ class Console:
             # The console is one conversation, the operator's own: what is said there is the
             # console tenant's workspace memory (Slack DMs and private rooms stay private).
             private=False,
+            conversation=f"console thread {self.state.thread}",
             **fields,
         )
 

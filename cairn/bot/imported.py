@@ -110,6 +110,7 @@ class Episodes:
             event.message_id,
             event.user,
             event.untrusted,
+            conversation=event.conversation,
         )
         try:
             written = self.memory.remember(

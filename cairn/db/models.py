@@ -65,6 +65,7 @@ USER_CHARS = 200  # a person's (or a bot's) id: authors, senders, who retracted
 AGENT_CHARS = 64  # an agent's name
 REF_CHARS = 300  # a platform's event id, or a message ref "channel:message id"
 EMOJI_CHARS = 100  # a reaction's emoji name
+CONVERSATION_CHARS = 80  # a conversation's name as people know it ("#ops", a room's name)
 
 
 def utcnow() -> datetime:
@@ -326,6 +327,10 @@ class MemoryRow(SQLModel, table=True):
     source_channel: str = Field(default="", max_length=CHANNEL_CHARS)
     source_thread: str = Field(default="", max_length=THREAD_CHARS)
     source_message: str = Field(default="", max_length=REF_CHARS)
+    # The name of the conversation it was said in, as people knew it then ("#ops", a Matrix
+    # room's name); "" when the frontend did not know one. Shown with the memory wherever it is
+    # recalled, which is only where its conversation's memory may be recalled.
+    source_conversation: str = Field(default="", max_length=CONVERSATION_CHARS)
     author: str = Field(default="", max_length=USER_CHARS)
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)

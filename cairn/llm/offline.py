@@ -305,14 +305,18 @@ def _phrase_decision(body: str) -> str:
 
 
 def _remembered(card: dict[str, Any]) -> str:
-    """One recalled memory as the answer tells it: a claim of its author, with its date, when
-    it is unconfirmed and about permissions, approvals, credentials, links or process."""
+    """One recalled memory as the answer tells it, with where it was said when known: a claim
+    of its author, with its date, when it is unconfirmed and about permissions, approvals,
+    credentials, links or process."""
+    said_in = card.get("said_in")
     if card.get("claim_about"):
+        where = f" in {said_in}" if said_in else ""
         return (
-            f"- {card.get('author', 'someone')} said on {card['since']}, not confirmed: "
+            f"- {card.get('author', 'someone')} said{where} on {card['since']}, not confirmed: "
             f"{card['text']} (#{card['id']}{_standing(card)})"
         )
-    return f"- {card['text']} (#{card['id']}, since {card['since']}{_standing(card)})"
+    where = f", said in {said_in}" if said_in else ""
+    return f"- {card['text']} (#{card['id']}, since {card['since']}{where}{_standing(card)})"
 
 
 def _found(results: list[ToolResultBlock]) -> list[ToolResultBlock]:

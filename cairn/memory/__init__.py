@@ -2,7 +2,7 @@
 
 from cairn.memory.recall import Recalled
 from cairn.memory.records import Memory
-from cairn.memory.scope import Scope, Source, Visibility, isolated, private_to
+from cairn.memory.scope import Scope, Source, Visibility, isolated, private_to, said_in
 from cairn.memory.store import MemoryStore, Remembered
 
 __all__ = [
@@ -15,4 +15,5 @@ __all__ = [
     "Visibility",
     "isolated",
     "private_to",
+    "said_in",
 ]

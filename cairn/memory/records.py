@@ -79,6 +79,7 @@ class Memory:
     valid_until: datetime | None = None  # replaced then by a newer value (superseded_by)
     superseded_by: int | None = None
     source_message: str = ""  # the platform's id of the message it was learned from
+    source_conversation: str = ""  # the name of the conversation it was said in ("#ops")
 
     @classmethod
     def from_row(cls, row: MemoryRow | Row[Any]) -> Memory:
@@ -113,6 +114,7 @@ class Memory:
             valid_until=row.valid_until,
             superseded_by=row.superseded_by,
             source_message=getattr(row, "source_message", "") or "",
+            source_conversation=getattr(row, "source_conversation", "") or "",
         )
 
 

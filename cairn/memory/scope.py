@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from cairn.core.errors import InvalidInput
 
-__all__ = ["WORKSPACE", "Scope", "Source", "Visibility", "private_to"]
+__all__ = ["WORKSPACE", "Scope", "Source", "Visibility", "private_to", "said_in"]
 
 
 class Visibility(StrEnum):
@@ -98,6 +98,9 @@ class Source:
     # What the turn that wrote it had read besides people ("tool:ops__status"): recorded, and
     # the memory is untrusted until confirmed.
     via: str = ""
+    # The conversation's name as people know it ("#ops", a room's name), when the frontend
+    # knew it: shown with the memory where it is recalled.
+    conversation: str = ""
 
 
 def _checked_room(private_to: str | None) -> str | None:
@@ -125,6 +128,16 @@ def private_to(channel: str, said: Iterable[Mapping[str, Any] | None]) -> str | 
     data = [d or {} for d in said]
     public = bool(data) and all(d.get("private") is False for d in data)
     return None if public else channel
+
+
+def said_in(said: Sequence[Mapping[str, Any] | None]) -> str:
+    """The name of the conversation ``said`` (chat events' data, oldest first) was said in, as
+    the newest of them that names it says ("#ops"); "" when none does."""
+    for data in reversed(said):
+        name = (data or {}).get("conversation")
+        if isinstance(name, str) and name:
+            return name
+    return ""
 
 
 def isolated(said: Iterable[Mapping[str, Any] | None]) -> bool:

@@ -42,6 +42,7 @@ from cairn.memory.restatement import claim, restates
 from cairn.memory.scope import Scope, Source, Visibility
 from cairn.memory.supersession import Judge, reassert, reopen, supersede
 from cairn.memory.terms import terms
+from cairn.sessions.events import conversation_name
 
 if TYPE_CHECKING:
     from cairn.core.settings import Settings
@@ -268,6 +269,7 @@ class MemoryStore:
                     source_channel=source.channel,
                     source_thread=source.thread,
                     source_message=source.message,
+                    source_conversation=conversation_name(source.conversation),
                     author=source.author,
                     untrusted=source.untrusted,
                     flagged=flagged,

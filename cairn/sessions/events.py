@@ -6,16 +6,18 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 from cairn.core.bounded import bounded_int
 from cairn.core.errors import InvalidInput
 from cairn.core.gate import gate
 from cairn.core.reactions import emoji_name
-from cairn.core.text import LONE_SURROGATE, printable
+from cairn.core.text import LONE_SURROGATE, clean_text, printable
 from cairn.db.models import (
     AGENT_CHARS,
     CHANNEL_CHARS,
+    CONVERSATION_CHARS,
     EMOJI_CHARS,
     PLATFORM_CHARS,
     REF_CHARS,
@@ -33,6 +35,7 @@ __all__ = [
     "ChatReply",
     "EventType",
     "checked_name",
+    "conversation_name",
 ]
 
 # The longest value each name of a ChatEvent may have: the width of the column that keeps it.
@@ -119,6 +122,8 @@ class ChatEvent:
     channel, a public unencrypted Matrix room): what is learned in a private one stays there.
     ``isolated`` is true for a conversation shared with another organisation (Slack Connect):
     private to itself, and the workspace's memories are not recalled there either.
+    ``conversation`` is the conversation's name as people know it ("#ops", a Matrix room's
+    name), when the frontend knows it: a memory learned from the message shows it.
     ``secrets`` names the kinds of credential :meth:`validated` removed from the text (it never
     reaches the session log, the model, memory or a log line), and ``hidden`` counts the
     invisible characters it took out (what is kept is what a person sees: cairn.core.gate).
@@ -148,6 +153,7 @@ class ChatEvent:
     admin: bool = False
     private: bool = True
     isolated: bool = False
+    conversation: str = ""
     secrets: tuple[str, ...] = ()
     hidden: int = 0
     attachments: tuple[Attachment, ...] = ()
@@ -167,7 +173,7 @@ class ChatEvent:
 
         Raises InvalidInput, naming the field, when a name is missing, longer than the schema
         keeps (see NAME_LIMITS) or not printable, or when the text is empty, too long or not
-        valid UTF-8.
+        valid UTF-8. The conversation's name is made fit to keep (:func:`conversation_name`).
         """
         for name in ("platform", "tenant", "channel", "thread", "user"):
             if not getattr(self, name):
@@ -198,7 +204,13 @@ class ChatEvent:
                     "(CAIRN_MAX_MESSAGE_CHARS). Split it, or attach long logs as a file."
                 )
             secrets = tuple(dict.fromkeys(self.secrets + gated.secrets))
-            return _replace(self, text=text, secrets=secrets, hidden=self.hidden + gated.hidden)
+            return _replace(
+                self,
+                text=text,
+                secrets=secrets,
+                hidden=self.hidden + gated.hidden,
+                conversation=conversation_name(self.conversation),
+            )
         if self.type is EventType.DECISION:
             if self.decision not in DECISIONS:
                 raise InvalidInput(
@@ -220,6 +232,23 @@ def _replace(event: ChatEvent, **changes: Any) -> ChatEvent:
     values = {name: getattr(event, name) for name in ChatEvent.__slots__}
     values.update(changes)
     return ChatEvent(**values)
+
+
+@lru_cache(maxsize=1024)
+def conversation_name(name: str) -> str:
+    """``name``, a conversation's name as a platform gives it, as Cairn keeps and shows it: what
+    a person sees (the gate: credentials masked, invisible characters out), on one line, at
+    most CONVERSATION_CHARS characters (a longer one is cut, and ends with "…"). Never raises.
+
+    A name is only a label: a long or odd one is made fit, never a reason to refuse a message.
+    (Cached: every message and memory of a conversation carries the same name.)
+    """
+    if not name:
+        return ""
+    shown = " ".join(clean_text(gate(printable(name)).text).split())
+    if len(shown) > CONVERSATION_CHARS:
+        shown = shown[: CONVERSATION_CHARS - 1] + "…"
+    return shown
 
 
 def checked_name(field: str, value: str) -> str:

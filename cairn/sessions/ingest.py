@@ -122,6 +122,7 @@ def _message(log: EventLog, event: ChatEvent, default_agent: str) -> Ingested:
                     "untrusted": event.untrusted,
                     "private": event.private,
                     **({"isolated": True} if event.isolated else {}),
+                    **({"conversation": event.conversation} if event.conversation else {}),
                     **({"secrets": list(event.secrets)} if event.secrets else {}),
                     **({"hidden": event.hidden} if event.hidden else {}),
                     **_attached(event),

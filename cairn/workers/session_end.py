@@ -13,7 +13,7 @@ from cairn.core.errors import InvalidInput, NotFound
 from cairn.db.models import AgentSession, EventKind, SessionEvent, utcnow
 from cairn.memory.learnings import LEARNINGS_MARK, extract_learnings, transcript
 from cairn.memory.records import Memory
-from cairn.memory.scope import Scope, Source, Visibility, isolated, private_to
+from cairn.memory.scope import Scope, Source, Visibility, isolated, private_to, said_in
 from cairn.runtime import Runtime
 from cairn.sessions.log import EventLog
 from cairn.sessions.outbox import Said, say_in
@@ -55,6 +55,7 @@ def end_session(rt: Runtime, session_id: int, *, forbidden: tuple[str, ...] = ()
         platform=platform,
         channel=channel,
         thread=thread,
+        conversation=said_in(said),
         author=f"{agent}:learnings",
         untrusted=untrusted,
         # Whose words it came from is unknown too: none of the stretch's speakers may confirm.

@@ -383,6 +383,8 @@ def _card(memory: Memory) -> dict[str, Any]:
         "conversation": "this one only" if memory.private_to else "the whole workspace",
         "standing": memory_status(memory),
         "author": memory.author or "unknown",
+        # The conversation it was said in, by name ("#ops"), when the frontend knew it.
+        **({"said_in": memory.source_conversation} if memory.source_conversation else {}),
         "confirmed": memory.confirmed,
         "since": memory.created_at.date().isoformat(),
     }

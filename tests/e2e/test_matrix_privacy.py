@@ -51,6 +51,21 @@ def _tell(person: Person, room: str, bot: Cairn, fact: str) -> MemoryRow:
     return row
 
 
+def _public_rooms(
+    cairn: Cairn,  # noqa: F811
+    people: Callable[[str], Person],  # noqa: F811
+) -> tuple[Person, Person, str, str]:
+    """The bot started; alice and bob, and a public room of each with the bot in it."""
+    cairn.start()
+    alice, bob = people("alice"), people("bob")
+    return (
+        alice,
+        bob,
+        room_with_bot(alice, cairn, public=True),
+        room_with_bot(bob, cairn, public=True),
+    )
+
+
 def test_private_rooms_and_direct_chats_keep_their_memories_and_public_rooms_share(
     cairn: Cairn,  # noqa: F811 - the fixture imported above
     people: Callable[[str], Person],  # noqa: F811
@@ -83,10 +98,7 @@ def test_a_public_room_made_invite_only_is_private_from_then_on(
     cairn: Cairn,  # noqa: F811
     people: Callable[[str], Person],  # noqa: F811
 ) -> None:
-    cairn.start()
-    alice, bob = people("alice"), people("bob")
-    room = room_with_bot(alice, cairn, public=True)
-    elsewhere = room_with_bot(bob, cairn, public=True)
+    alice, bob, room, elsewhere = _public_rooms(cairn, people)
     assert _tell(alice, room, cairn, "the staging code is 313131").private_to is None
 
     path = f"/rooms/{quote(room)}/state/m.room.join_rules/"
@@ -96,3 +108,15 @@ def test_a_public_room_made_invite_only_is_private_from_then_on(
     assert "313131" in _ask(bob, elsewhere, cairn, "what is the staging code?")
     assert "424242" not in _ask(bob, elsewhere, cairn, "what is the prod code?")
     assert "424242" in _ask(alice, room, cairn, "what is the prod code?")
+
+
+def test_a_memory_keeps_the_name_of_the_room_it_was_said_in(
+    cairn: Cairn,  # noqa: F811
+    people: Callable[[str], Person],  # noqa: F811
+) -> None:
+    alice, bob, room, elsewhere = _public_rooms(cairn, people)
+    alice.call("PUT", f"/rooms/{quote(room)}/state/m.room.name/", {"name": "Ops room"})
+    assert _tell(alice, room, cairn, "the deploy window code is 909090").source_conversation == (
+        "Ops room"
+    )
+    assert "said in Ops room" in _ask(bob, elsewhere, cairn, "what is the deploy window code?")

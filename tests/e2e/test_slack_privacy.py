@@ -116,6 +116,7 @@ def test_what_ann_tells_the_bot_in_a_dm_is_recalled_in_that_dm_and_nowhere_else(
     told = message(slack, ANN_DM, "im", f"remember {SALARY}")
     assert f"remembered: {SALARY}" in told
     assert _memory(slack, SALARY).private_to == ANN_DM
+    assert _memory(slack, SALARY).source_conversation == ""  # a DM has no name of its own
 
     # Bob asks in a public channel, and so does Ann herself: nothing of the DM comes out.
     for asker in (BOB, ANN):
@@ -161,6 +162,7 @@ def test_the_prompt_of_a_public_channel_never_holds_a_dm_memory(
         mention(h, GENERAL, "what is the salary?", user=BOB)
         public_prompts = json.dumps(model.bodies[asked_before:])
         assert "909090" in public_prompts  # the team's memory about salaries was recalled...
+        assert 'from UANN in \\"#ops\\" on ' in public_prompts  # ...said where, by name...
         assert SECRET not in public_prompts  # ...and Ann's DM was not
 
         asked_before = len(model.bodies)
@@ -177,6 +179,7 @@ def test_a_private_channels_memory_stays_in_it(slack: Harness) -> None:
     # An app_mention says nothing of the channel: conversations.info says it is private.
     assert f"remembered: {fact}" in mention(slack, PAYROLL, f"remember {fact}")
     assert _memory(slack, fact).private_to == PAYROLL
+    assert _memory(slack, fact).source_conversation == "#payroll"  # from the same lookup
     assert "777111" not in mention(slack, GENERAL, "what is the payroll run code?", user=BOB)
     assert "777111" in mention(slack, PAYROLL, "what is the payroll run code?", user=BOB)
     # A message event says "group" itself, and is believed: no second lookup.
@@ -189,6 +192,7 @@ def test_a_group_dms_memory_stays_in_it(slack: Harness) -> None:
     fact = "the offsite budget is 424242"
     assert f"remembered: {fact}" in message(slack, MPIM, "mpim", f"remember {fact}")
     assert _memory(slack, fact).private_to == MPIM
+    assert _memory(slack, fact).source_conversation == ""  # a group DM has no name of its own
     assert "424242" not in mention(slack, OPS, "what is the offsite budget?")
     assert "424242" not in mention(slack, PAYROLL, "what is the offsite budget?")
     assert "424242" in message(slack, MPIM, "mpim", "what is the offsite budget?", user=BOB)
@@ -199,7 +203,9 @@ def test_a_public_channels_memory_is_the_teams_in_every_channel(slack: Harness) 
     fact = "the deploy window code is 909090"
     assert f"remembered: {fact}" in mention(slack, OPS, f"remember {fact}")
     assert _memory(slack, fact).private_to is None
-    assert "909090" in mention(slack, GENERAL, "what is the deploy window code?", user=BOB)
+    answer = mention(slack, GENERAL, "what is the deploy window code?", user=BOB)
+    assert "909090" in answer
+    assert "said in #ops" in answer
     assert "909090" in message(slack, GENERAL, "channel", "what is the deploy window code?")
     assert "909090" in message(slack, ANN_DM, "im", "what is the deploy window code?")
     assert "909090" in mention(slack, PAYROLL, "what is the deploy window code?")
@@ -359,6 +365,7 @@ def test_cairn_remember_in_a_dm_or_private_channel_stays_there(slack: Harness) -
     # A private channel's own name says nothing: conversations.info decides.
     assert _slash(slack, PAYROLL, "payroll", f"remember {fact}").startswith("Remembered")
     assert _memory(slack, fact).private_to == PAYROLL
+    assert _memory(slack, fact).source_conversation == "#payroll"
     assert "777111" not in _slash(slack, GENERAL, "general", "recall payroll run code")
     assert "777111" in _slash(slack, PAYROLL, "payroll", "recall payroll run code")
 

@@ -43,9 +43,16 @@ def runtime(settings: Settings) -> Iterator[Runtime]:
 
 
 def _say(
-    rt: Runtime, text: str, *, user: str, channel: str = "C1", private: bool = False
+    rt: Runtime,
+    text: str,
+    *,
+    user: str,
+    channel: str = "C1",
+    private: bool = False,
+    conversation: str = "",
 ) -> list[OutboundMessage]:
-    """``user`` writes ``text`` in a thread of ``channel``; returns what the bot said to it."""
+    """``user`` writes ``text`` in a thread of ``channel`` (named ``conversation`` by its
+    frontend); returns what the bot said to it."""
     event = ChatEvent(
         "console",
         "acme",
@@ -55,6 +62,7 @@ def _say(
         text=text,
         event_id=f"m{next(_EVENTS)}",
         private=private,
+        conversation=conversation,
     )
     result = ingest(EventLog(rt.db), event, agent="cairn", max_chars=4000)
     assert result.admission is Admission.QUEUED

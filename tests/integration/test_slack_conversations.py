@@ -147,6 +147,61 @@ def test_no_connection_counts_as_private(api: SlackAPI, monkeypatch: pytest.Monk
     assert conversations.private(TEAM, "C0PUBLIC") is True
 
 
+def test_a_channels_name_comes_with_the_answer_on_its_privacy_at_no_extra_call(
+    api: SlackAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conversations = _conversations(api, monkeypatch, Clock())
+    assert conversations.private(TEAM, "C0PUBLIC") is False
+    assert conversations.private(TEAM, "C0SECRET") is True
+    assert conversations.name(TEAM, "C0PUBLIC") == "#ops"
+    assert conversations.name(TEAM, "C0SECRET") == "#payroll"
+    assert _asked(api) == ["C0PUBLIC", "C0SECRET"]
+    # A DM costs no call, and neither it nor a group DM has a name of its own.
+    assert conversations.name(TEAM, "D0DM") == ""
+    assert conversations.name(TEAM, "G0MPIM") == ""
+    assert _asked(api) == ["C0PUBLIC", "C0SECRET", "G0MPIM"]
+
+
+def test_a_channels_name_is_asked_once_when_the_event_said_its_kind(
+    api: SlackAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    conversations = _conversations(api, monkeypatch, clock)
+    assert conversations.private(TEAM, "G0LEGACY", "group") is True  # the event says: no call
+    assert _asked(api) == []
+    assert conversations.name(TEAM, "G0LEGACY") == "#old-secret"
+    clock.now += KEEP_SECONDS * 10
+    assert conversations.name(TEAM, "G0LEGACY") == "#old-secret"
+    assert conversations.private(TEAM, "G0LEGACY", "group") is True
+    assert _asked(api) == ["G0LEGACY"]
+
+
+def test_a_renamed_channel_is_named_anew_at_once(
+    api: SlackAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conversations = _conversations(api, monkeypatch, Clock())
+    assert conversations.name(TEAM, "C0PUBLIC") == "#ops"
+    api.add_channel("C0PUBLIC", "public", name="ops-team")
+    conversations.changed(TEAM, "C0PUBLIC")  # channel_rename
+    assert conversations.name(TEAM, "C0PUBLIC") == "#ops-team"
+
+
+def test_a_refused_name_lookup_names_nothing_and_is_asked_again_after_half_a_minute(
+    api: SlackAPI, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock()
+    conversations = _conversations(api, monkeypatch, clock)
+    api.refuse("conversations.info", "missing_scope")
+    with caplog.at_level(logging.WARNING, logger="cairn.bot.slack.conversations"):
+        assert conversations.name(TEAM, "C0PUBLIC") == ""
+        assert conversations.name(TEAM, "C0PUBLIC") == ""  # not asked again at once
+    (line,) = caplog.records
+    assert "missing_scope, asked for its name" in line.getMessage()
+    assert _asked(api) == ["C0PUBLIC"]
+    clock.now += 31
+    assert conversations.name(TEAM, "C0PUBLIC") == "#ops"
+
+
 def test_a_private_slash_command_without_its_channel_touches_no_memory(runtime: Runtime) -> None:
     said = run_command(runtime, tenant="slack:T0001", channel="", user="UANN", text="remember x y")
     assert "which conversation" in said

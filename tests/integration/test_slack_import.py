@@ -113,7 +113,7 @@ def test_secrets_are_masked_instructions_flagged_and_guests_untrusted(
     assert {r.untrusted for r in rows if r.author != "U03GUEST"} == {False}
 
 
-def test_private_channels_dms_and_group_dms_stay_private_to_themselves(
+def test_private_channels_dms_and_group_dms_stay_private_to_themselves_and_channels_are_named(
     database: Database, export_zip: tuple[Path, Written]
 ) -> None:
     path, written = export_zip
@@ -124,6 +124,11 @@ def test_private_channels_dms_and_group_dms_stay_private_to_themselves(
     assert rooms[ids["team-1"]] is None
     for private in ("secret-ops", "D00000000", "mpdm-alice--bob--carol-1"):
         assert rooms[ids[private]] == ids[private]
+    # A channel's episodes are said in it by name; a DM or a group DM has none of its own.
+    names = {r.source_channel: r.source_conversation for r in _rows(database)}
+    assert names[ids["general"]] == "#general"
+    assert names[ids["secret-ops"]] == "#secret-ops"
+    assert names[ids["D00000000"]] == names[ids["mpdm-alice--bob--carol-1"]] == ""
     public = _seen_from(database, None)
     assert DECISION in public
     assert DM_WORDS not in public

@@ -10,7 +10,14 @@ from sqlmodel import SQLModel
 from cairn.core.errors import InvalidInput
 from cairn.core.reactions import emoji_character, emoji_name
 from cairn.core.text import clean_text
-from cairn.db.models import AgentSession, OutboundMessage, Reaction, SessionEvent, Tenant
+from cairn.db.models import (
+    CONVERSATION_CHARS,
+    AgentSession,
+    OutboundMessage,
+    Reaction,
+    SessionEvent,
+    Tenant,
+)
 from cairn.sessions.events import ChatEvent, EventType
 
 
@@ -192,3 +199,13 @@ def test_a_message_with_undecodable_bytes_is_refused_as_not_utf8() -> None:
     for text in ("hello \udcff\udcfe there", "broken\ud83d emoji"):
         with pytest.raises(InvalidInput, match=r"not valid UTF-8 .*character 7"):
             _message(text).validated(100)
+
+
+def test_a_conversations_name_is_made_fit_to_keep_and_never_refuses_the_message() -> None:
+    token = "xoxb-123456789012-123456789012-abcdefghijklmnopqrstuvwx"
+    named = replace(_message("hi"), conversation=f" ops\u200b \x00room\n{token} ")
+    assert named.validated(100).conversation == "ops room [secret removed: Slack token]"
+    long = replace(_message("hi"), conversation="r" * 500).validated(100).conversation
+    assert long == "r" * (CONVERSATION_CHARS - 1) + "…"
+    assert replace(_message("hi"), conversation="\ud800x").validated(100).conversation == "\ufffdx"
+    assert _message("hi").validated(100).conversation == ""

@@ -347,6 +347,7 @@ class MatrixImport:
             message_id=str(event.event_id),
             untrusted=is_untrusted(sender, self.trusted_servers),
             private=room.private,
+            conversation=room.name if room.name != room.id else "",
         )
         name = room.names.get(sender) or sender.partition(":")[0].lstrip("@")
         at = datetime.fromtimestamp(event.server_timestamp / 1000, UTC)

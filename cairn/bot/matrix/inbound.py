@@ -246,6 +246,7 @@ class Inbound:
             untrusted=is_untrusted(str(event.sender), self.settings.matrix.trusted),
             # What is said in a room that is not public, or is encrypted, is remembered there.
             private=is_private(room),
+            conversation=room.display_name,  # its name, else its alias, else its members
             raw=event.source,
         )
         result = await self._accept(chat, room_id, thread)

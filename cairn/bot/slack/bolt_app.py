@@ -208,6 +208,7 @@ def register(
             private=inbound.conversations.private(
                 team, channel, channel_type_of_command(command.get("channel_name"))
             ),
+            conversation=inbound.conversations.name(team, channel),
         )
         respond(text=gated(answer), response_type="ephemeral")  # a webhook, not the WebClient
 

@@ -7,6 +7,9 @@ asked, and its answer kept per workspace and channel for ten minutes (a channel 
 private, so never for ever). A direct message channel (``D...``) is private without a call.
 Whatever goes wrong (an error, a missing scope, a rate limit, an answer that does not say)
 counts as private: fail closed, with one log line, and asked again after half a minute.
+
+The same answer names the channel ("#ops"), which a memory learned there shows where it is
+recalled; a name is kept for a day, and dropped when Slack says the channel changed.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from cairn.bot.slack.workspaces import Workspaces
 __all__ = [
     "KEEP_SECONDS",
     "Conversations",
+    "channel_name",
     "channel_type_of_command",
     "private_by_info",
     "private_by_type",
@@ -35,6 +39,8 @@ log = logging.getLogger(__name__)
 # How long an answer is kept, and how long a failed lookup counts as private before asking again.
 KEEP_SECONDS = 600.0
 RETRY_SECONDS = 30.0
+# How long a channel's name is kept: names change rarely, and a rename drops the one kept.
+NAME_SECONDS = 86400.0
 # The most conversations kept; the answers that expire first go first.
 MAX_CONVERSATIONS = 5000
 
@@ -77,6 +83,15 @@ def shared_outside(channel: Mapping[str, Any]) -> bool:
     return bool(channel.get("is_ext_shared") or channel.get("is_pending_ext_shared"))
 
 
+def channel_name(channel: Mapping[str, Any]) -> str:
+    """How people name the conversation of a ``conversations.info`` answer: "#ops" for a
+    channel, public or private; "" for a DM or a group DM, which have no name of their own."""
+    name = channel.get("name")
+    if not isinstance(name, str) or not name or channel.get("is_im") or channel.get("is_mpim"):
+        return ""
+    return f"#{name}"
+
+
 def channel_type_of_command(channel_name: object) -> str | None:
     """The ``channel_type`` a slash command's ``channel_name`` reveals: ``im`` for
     "directmessage", ``group`` for "privategroup", ``mpim`` for "mpdm-..."; None otherwise (a
@@ -110,6 +125,7 @@ class Conversations:
         self.retry = retry
         self.clock = clock
         self._known: dict[tuple[str, str], tuple[float, bool, bool]] = {}
+        self._names: dict[tuple[str, str], tuple[float, str]] = {}
         self._lock = threading.Lock()
 
     def private(
@@ -130,12 +146,27 @@ class Conversations:
         conversation as private."""
         return self._kind(team, channel, None, shared)[1]
 
+    def name(self, team: str, channel: str) -> str:
+        """What people call ``channel`` of workspace ``team`` ("#ops"): read from the answer
+        :meth:`private` got, else asked of ``conversations.info``; "" for a DM, a group DM, or
+        when Slack does not say (asked again after half a minute). Never raises."""
+        if not channel or channel.startswith("D"):
+            return ""
+        with self._lock:
+            known = self._names.get((team, channel))
+        if known is None or known[0] <= self.clock():
+            self._ask(team, channel, why="its name")  # keeps the name it reads
+            with self._lock:
+                known = self._names.get((team, channel))
+        return known[1] if known is not None else ""
+
     def changed(self, team: str, channel: str, *, private: bool | None = None) -> None:
         """Slack said ``channel`` changed: made private or public (``private``), or shared,
         unshared, renamed or moved (None: asked again on the next message)."""
         if private is None:
             with self._lock:
                 self._known.pop((team, channel), None)
+                self._names.pop((team, channel), None)
             return
         with self._lock:
             known = self._known.get((team, channel))
@@ -174,35 +205,55 @@ class Conversations:
     def _keep(self, team: str, channel: str, private: bool, shared: bool, keep: float) -> None:
         until = self.clock() + keep
         with self._lock:
-            if (team, channel) not in self._known and len(self._known) >= MAX_CONVERSATIONS:
-                first = min(self._known, key=lambda k: self._known[k][0])
-                self._known.pop(first, None)
+            _make_room(self._known, (team, channel))
             self._known[(team, channel)] = (until, private, shared)
 
-    def _ask(self, team: str, channel: str) -> tuple[bool, bool, float]:
+    def _ask(self, team: str, channel: str, *, why: str = "") -> tuple[bool, bool, float]:
         """Slack's answer (private, shared) and how long to keep it; (True, False, retry) when
-        there is none."""
+        there is none. The channel's name in it is kept (for a day; "" for half a minute when
+        there is no answer). ``why`` says in a log line what else it was asked for."""
+        info = self._info(team, channel, why)
+        name, keep = (channel_name(info), NAME_SECONDS) if info else ("", self.retry)
+        with self._lock:
+            _make_room(self._names, (team, channel))
+            self._names[(team, channel)] = (self.clock() + keep, name)
+        if info is None:
+            return True, False, self.retry
+        return private_by_info(info), shared_outside(info), self.keep
+
+    def _info(self, team: str, channel: str, why: str) -> dict[str, Any] | None:
+        """The ``channel`` object ``conversations.info`` answers; None, with one log line,
+        when there is none (then the conversation counts as private)."""
         client = self.workspaces.client(team)
         if client is None:
             log.warning(
                 "no token for workspace %s: conversation %s counts as private", team, channel
             )
-            return True, False, self.retry
+            return None
         try:
             response = client.conversations_info(channel=channel)
         except (SlackApiError, SlackClientError, OSError) as exc:
-            why = exc.response.get("error") if isinstance(exc, SlackApiError) else exc
+            error = exc.response.get("error") if isinstance(exc, SlackApiError) else exc
             log.warning(
-                "conversations.info failed for %s in %s (%s): it counts as private",
+                "conversations.info failed for %s in %s (%s%s): it counts as private",
                 channel,
                 team,
-                why,
+                error,
+                f", asked for {why}" if why else "",
             )
-            return True, False, self.retry
+            return None
         info = response.get("channel")
         if not isinstance(info, dict):
             log.warning(
                 "conversations.info said nothing of %s in %s: it counts as private", channel, team
             )
-            return True, False, self.retry
-        return private_by_info(info), shared_outside(info), self.keep
+            return None
+        return info
+
+
+def _make_room(known: dict[tuple[str, str], Any], key: tuple[str, str]) -> None:
+    """Room in ``known`` (answers by workspace and channel, each a tuple that starts with its
+    expiry) for ``key``: at MAX_CONVERSATIONS answers, the one that expires first goes."""
+    if key not in known and len(known) >= MAX_CONVERSATIONS:
+        first = min(known, key=lambda k: known[k][0])
+        known.pop(first, None)

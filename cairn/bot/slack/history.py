@@ -36,6 +36,9 @@ __all__ = ["SlackImport", "SlackImportReport", "checkpoint_path"]
 SlackImportReport = ImportReport
 """What ``cairn import slack`` did: a tally per conversation, in day files."""
 
+# The kinds of conversation that have a name of their own ("#ops"): channels, public or not.
+_NAMED = frozenset({"channel", "group"})
+
 
 def checkpoint_path(home: Path, export: SlackExport, tenant: str) -> Path:
     """The checkpoint file of importing ``export`` into ``tenant``: named by what the zip
@@ -168,6 +171,8 @@ class SlackImport:
             untrusted=untrusted,
             private=conversation.private,
             isolated=conversation.shared,
+            # A channel's name; a DM or a group DM has none of its own.
+            conversation=f"#{conversation.name}" if conversation.kind in _NAMED else "",
         )
         name = self.export.names.get(message.user, message.user)
         self.episodes.keep(event, name, datetime.fromtimestamp(float(message.ts), UTC), tally)

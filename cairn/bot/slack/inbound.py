@@ -326,6 +326,8 @@ class Inbound:
             untrusted=untrusted,
             private=private,
             isolated=isolated,
+            # Only what is addressed to the bot writes memories: chatter costs no lookup.
+            conversation=self.conversations.name(team, channel) if addressed else "",
             raw=event,
         )
         result = self._accept(chat)

@@ -39,12 +39,13 @@ def run_command(
     text: str,
     status: Callable[[], str] | None = None,
     private: bool = True,
+    conversation: str = "",
 ) -> str:
     """Carry out ``/cairn text`` for ``user`` in ``tenant``; returns the answer (mrkdwn).
 
     ``private``: whether ``channel`` is a private conversation (a DM, a group DM, a private
     channel); then what is remembered is visible there only. It defaults to private (fail
-    closed).
+    closed). ``conversation`` is the channel's name ("#ops"), kept with what is remembered.
     """
     verb, _, argument = text.strip().partition(" ")
     verb, argument = verb.lower(), argument.strip()
@@ -59,7 +60,9 @@ def run_command(
         if verb == "remember":
             if not argument:
                 return "What should I remember? `/cairn remember deploys are frozen on Fridays`"
-            source = Source(platform="slack", channel=channel, author=user)
+            source = Source(
+                platform="slack", channel=channel, author=user, conversation=conversation
+            )
             stored = rt.memory.remember(argument, scope, visibility=Visibility.TEAM, source=source)
             if stored.created:
                 return f"Remembered (#{stored.memory.id}): {stored.memory.text}"

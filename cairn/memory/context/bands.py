@@ -244,7 +244,8 @@ def render_memories(recalled: Sequence[Recalled]) -> str:
 
 def memories_band(recalled: Sequence[Recalled], cap: int) -> tuple[str, tuple[int, ...]]:
     """Recalled memories within ``cap`` tokens, and their ids: each a JSON-quoted text with who
-    said it, when and its status, under a header that says they are data, not instructions.
+    said it, where (the conversation's name, quoted, when known), when and its status, under a
+    header that says they are data, not instructions.
 
     A fact in a change says so: a superseded one when it ended and what replaced it, a current
     one since when and what it replaced, so that an answer can say when it changed."""
@@ -256,12 +257,19 @@ def memories_band(recalled: Sequence[Recalled], cap: int) -> tuple[str, tuple[in
         (
             found.memory.id,
             f"- memory #{found.memory.id} [{found.memory.kind}] from "
-            f"{found.memory.author or 'unknown'} on {found.memory.created_at.date().isoformat()} "
-            f"({_standing(found)}): {json.dumps(found.memory.text, ensure_ascii=False)}",
+            f"{found.memory.author or 'unknown'}{_said_in(found.memory.source_conversation)} on "
+            f"{found.memory.created_at.date().isoformat()} ({_standing(found)}): "
+            f"{json.dumps(found.memory.text, ensure_ascii=False)}",
         )
         for found in recalled
     )
     return _quoted_band(header, lines, cap)
+
+
+def _said_in(conversation: str) -> str:
+    """' in "#ops"' for a memory said in a conversation of that name; "" when it is unknown. The
+    name is quoted: a room's name is anyone's text, as a memory's is."""
+    return f" in {json.dumps(conversation, ensure_ascii=False)}" if conversation else ""
 
 
 def _standing(found: Recalled) -> str:
