@@ -18,6 +18,9 @@ _CUTS = (
 
 # What an undecodable byte read with surrogateescape, or a broken escape, leaves in a str.
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# The control characters: Unicode's category Cc, exactly these code points.
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_CONTROL_BUT_TAB_AND_NEWLINE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def printable(text: str) -> str:
@@ -29,8 +32,7 @@ def printable(text: str) -> str:
 def clean_text(text: str) -> str:
     """Text with control characters (but tab and newline) removed, NFC-normalised, trimmed."""
     text = unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))
-    kept = (ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
-    return "".join(kept).strip()
+    return _CONTROL_BUT_TAB_AND_NEWLINE.sub("", text).strip()
 
 
 def pieces(text: str, limit: int) -> list[str]:

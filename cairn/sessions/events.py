@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -13,7 +12,7 @@ from cairn.core.bounded import bounded_int
 from cairn.core.errors import InvalidInput
 from cairn.core.gate import gate
 from cairn.core.reactions import emoji_name
-from cairn.core.text import LONE_SURROGATE, clean_text, printable
+from cairn.core.text import CONTROL, LONE_SURROGATE, clean_text, printable
 from cairn.db.models import (
     AGENT_CHARS,
     CHANNEL_CHARS,
@@ -262,7 +261,7 @@ def checked_name(field: str, value: str) -> str:
         raise InvalidInput(
             f"the {label} is {len(value)} characters long; the limit is {limit} characters"
         )
-    if LONE_SURROGATE.search(value) or any(unicodedata.category(ch) == "Cc" for ch in value):
+    if LONE_SURROGATE.search(value) or CONTROL.search(value):
         raise InvalidInput(
             f"the {label} {printable(value)!r} has a control character or an undecodable byte"
         )
