@@ -17,7 +17,7 @@ chat: ## talk to Cairn in this terminal (the console frontend)
 	$(BIN)/cairn chat
 
 test: ## the README test command: venv, editable install with test extras, pytest
-	python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest
+	python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest -n 2 --dist loadfile
 
 lint: ## ruff lint, and check the formatting without changing files
 	$(BIN)/ruff check .
