@@ -1,17 +1,21 @@
 """``cairn doctor``'s check of an OpenAI-compatible endpoint: reachable, the model exists, it calls
 tools, it streams. Each step is a line of the report; the worst one sets the status and the fix.
+Whether the model calls tools is recorded for the runtime (cairn/llm/tool_findings.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Literal
 
 import openai
 
-from cairn.core.errors import CairnError
+from cairn.core.errors import CairnError, StorageError
 from cairn.core.settings import Settings
 from cairn.llm.openai import OpenAILLM
-from cairn.llm.types import LLMRequest, Message, ToolSpec
+from cairn.llm.tool_findings import FINDINGS_FILE, TRUSTED_FOR, How, ToolFinding, ToolFindings
+from cairn.llm.types import LLMRequest, Message, ToolSpec, ToolUseBlock
 
 __all__ = ["openai_check"]
 
@@ -33,6 +37,34 @@ _ASK_TEXT = LLMRequest(
 )
 
 
+_SHOWED: dict[How, str] = {
+    "refused": "the server refused tools for this model",
+    "text": "asked to call a tool, it answered in text instead",
+    "malformed": "it called the tool with malformed arguments",
+    "called": "it calls tools",
+}
+_FIXES: dict[How, str] = {
+    "refused": "nothing to set: it is sent no tools and answers from recalled memories",
+    "text": "nothing to set: it is sent no tools and answers from recalled memories"
+    " (CAIRN_MODEL_TOOLS=true to offer them anyway)",
+    "malformed": "use a stronger model, or set CAIRN_MODEL_TOOLS=false",
+}
+
+
+def _finding(offered: bool, uses: Sequence[ToolUseBlock]) -> ToolFinding:
+    """What the probe showed: ``offered`` is False once the server refused tools."""
+    how: How
+    if not offered:
+        how = "refused"
+    elif any(use.malformed for use in uses):
+        how = "malformed"  # it does call tools; the agent loop answers bad arguments
+    elif any(use.name == "ping" for use in uses):
+        how = "called"
+    else:
+        how = "text"
+    return ToolFinding(how in {"called", "malformed"}, how, datetime.now(UTC))
+
+
 class _Count:
     """A TextSink that counts the deltas it is sent."""
 
@@ -49,7 +81,8 @@ class _Count:
 def openai_check(settings: Settings) -> tuple[Status, str, str]:
     """The status, the lines and the fix of the endpoint check; never raises for the endpoint's
     failures (a broken configuration raises ConfigError, which the report shows)."""
-    llm = OpenAILLM.from_settings(settings, max_retries=0, timeout=20.0, stream=False)
+    # Probed with tools whatever CAIRN_MODEL_TOOLS says: the finding is recorded either way.
+    llm = OpenAILLM.from_settings(settings, max_retries=0, timeout=20.0, stream=False, tools=True)
     model = llm.model
     lines = [f"{llm!r}"]
     try:
@@ -74,25 +107,33 @@ def openai_check(settings: Settings) -> tuple[Status, str, str]:
                 "set CAIRN_MODEL to one of them (Ollama: `ollama pull NAME` first)",
             )
         lines.append(f"model {model!r} is served")
-    status: Status = "ok"
-    fix = ""
     try:
         answer = llm.complete(_ASK_TOOL)
     except CairnError as exc:
         return "fail", "\n".join([*lines, f"a completion failed: {exc}"]), "see the error above"
-    if not llm.tools:
-        lines.append("the server refused tools for this model")
-        status, fix = "warn", "set CAIRN_MODEL_TOOLS=false (it answers from recalled memories)"
-    elif not settings.llm.model_tools:
-        lines.append("tools are off (CAIRN_MODEL_TOOLS=false)")
-    elif any(use.malformed for use in answer.tool_uses):
-        lines.append("it called the tool with malformed arguments")
-        status, fix = "warn", "use a stronger model, or set CAIRN_MODEL_TOOLS=false"
-    elif not any(use.name == "ping" for use in answer.tool_uses):
-        lines.append("asked to call a tool, it answered in text instead")
-        status, fix = "warn", "if it cannot call tools, set CAIRN_MODEL_TOOLS=false"
+    finding = _finding(llm.tools, answer.tool_uses)
+    lines.append(_SHOWED[finding.how])
+    status: Status = "warn" if finding.how != "called" else "ok"
+    fix = _FIXES.get(finding.how, "")
+    told = settings.llm.model_tools
+    try:
+        ToolFindings(settings.home_dir).record(llm.finding_key, finding)
+    except StorageError as exc:
+        lines.append(f"the finding was not recorded: {exc}")
+        return "warn", "\n".join(lines), f"make {settings.home_dir} writable"
+    lines.append(
+        f"recorded: tools {'on' if finding.tools else 'off'} for {llm.finding_key!r} in"
+        f" {settings.home_dir / FINDINGS_FILE} ({finding.found_at:%Y-%m-%d %H:%M} UTC);"
+        f" used while CAIRN_MODEL_TOOLS is unset, for {TRUSTED_FOR.days} days"
+        " (run `cairn doctor` again to probe afresh)"
+    )
+    if told is None:
+        lines.append(f"to override it, set CAIRN_MODEL_TOOLS={str(not finding.tools).lower()}")
+    elif told == finding.tools:
+        lines.append(f"CAIRN_MODEL_TOOLS={str(told).lower()} is set and agrees")
     else:
-        lines.append("it calls tools")
+        lines.append(f"CAIRN_MODEL_TOOLS={str(told).lower()} is set and wins over this finding")
+        status, fix = "warn", "unset CAIRN_MODEL_TOOLS to use the finding, or keep it to override"
     sink = _Count()
     try:
         OpenAILLM.from_settings(settings, max_retries=0, timeout=20.0, stream=True).complete(

@@ -197,8 +197,10 @@ class LlmSettings(BaseModel):
     azure_api_version: str | None = Field(default=None, alias="OPENAI_API_VERSION")
     model: str = Field(default="claude-sonnet-4-6", alias="CAIRN_MODEL")
     # False for a model that cannot call tools: it is sent none and answers from the memories
-    # recalled into its prompt (`cairn doctor` tells whether the model calls tools).
-    model_tools: bool = Field(default=True, alias="CAIRN_MODEL_TOOLS")
+    # recalled into its prompt. Unset: what `cairn doctor` last found for this OpenAI-compatible
+    # endpoint and model (CAIRN_HOME/model_tools.json, trusted 30 days), else True. A setting
+    # always wins over the finding (docs/adr/0036).
+    model_tools: bool | None = Field(default=None, alias="CAIRN_MODEL_TOOLS")
     # True to show the model the images people attach (PNG, JPEG, GIF, WebP within the Messages
     # API's limits), in the turn they came with. Off by default: the gate that masks every
     # credential reads no pixels, so a screenshot of a token would reach the model's provider

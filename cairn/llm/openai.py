@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import TYPE_CHECKING, Any, assert_never
 
 import httpx2
@@ -35,6 +36,7 @@ from cairn.llm.retries import (
     timed_out,
 )
 from cairn.llm.retries import retryable as _retryable
+from cairn.llm.tool_findings import TRUSTED_FOR, ToolFindings, finding_key
 from cairn.llm.types import (
     Block,
     ImageBlock,
@@ -139,6 +141,7 @@ class OpenAILLM:
         self.stream = stream
         self.timeout = timeout
         self.tools = tools
+        self.tools_source = "the default"  # what decided ``tools``: see from_settings
         self._api_key = api_key.strip() or "no-key"
         # The SDK would sleep as long as the server asks, up to minutes; Cairn gives up at once.
         http = openai.DefaultHttpxClient(
@@ -178,9 +181,15 @@ class OpenAILLM:
         max_retries: int | None = None,
         timeout: float | None = None,
         stream: bool | None = None,
+        tools: bool | None = None,
     ) -> OpenAILLM:
         """The adapter ``settings`` describe (key, base URL or Azure deployment, model, retries,
         timeout, streaming, whether the model calls tools); the keywords override the settings.
+
+        Whether the model is sent tools: ``tools``, else ``CAIRN_MODEL_TOOLS``, else what
+        ``cairn doctor`` found for this endpoint and model within
+        :data:`~cairn.llm.tool_findings.TRUSTED_FOR`, else True; :attr:`tools_source` says
+        which decided.
 
         Raises ConfigError when neither a key nor a base URL is set, or Azure is half set.
         """
@@ -193,7 +202,7 @@ class OpenAILLM:
                     "AZURE_OPENAI_ENDPOINT needs AZURE_OPENAI_DEPLOYMENT and OPENAI_API_VERSION"
                 )
             azure = AzureTarget(llm.azure_endpoint, llm.azure_deployment, llm.azure_api_version)
-        return cls(
+        adapter = cls(
             key,
             llm.model,
             base_url=llm.openai_base_url,
@@ -201,8 +210,43 @@ class OpenAILLM:
             max_retries=llm.max_retries if max_retries is None else max_retries,
             timeout=llm.timeout if timeout is None else timeout,
             stream=llm.stream if stream is None else stream,
-            tools=llm.model_tools,
         )
+        if tools is not None:
+            adapter.tools, adapter.tools_source = tools, "asked by the caller"
+        elif llm.model_tools is not None:
+            adapter.tools = llm.model_tools
+            adapter.tools_source = f"CAIRN_MODEL_TOOLS={str(llm.model_tools).lower()}"
+        else:
+            adapter._use_finding(ToolFindings(settings.home_dir))
+        return adapter
+
+    def _use_finding(self, findings: ToolFindings) -> None:
+        """Decide ``tools`` by what ``cairn doctor`` recorded, if it is recent enough."""
+        finding = findings.get(self.finding_key)
+        if finding is None:
+            return
+        when = finding.found_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        if finding.stale():
+            log.warning(
+                "cairn doctor found on %s that model %s %s tools, more than %d days ago;"
+                " offering tools again (run `cairn doctor` to probe afresh, or set"
+                " CAIRN_MODEL_TOOLS)",
+                when,
+                self.model,
+                "calls" if finding.tools else "does not call",
+                TRUSTED_FOR.days,
+            )
+            return
+        self.tools = finding.tools
+        self.tools_source = f"cairn doctor on {when} ({findings.path})"
+        log.info(
+            "%s: tools %s, as %s", self._where, "on" if self.tools else "off", self.tools_source
+        )
+
+    @property
+    def finding_key(self) -> str:
+        """The key of this endpoint and model in the findings file of ``cairn doctor``."""
+        return finding_key(self.base_url, self.model)
 
     def __repr__(self) -> str:
         return f"OpenAILLM(model={self.model!r}, base_url={self._shown_url!r})"
@@ -240,7 +284,8 @@ class OpenAILLM:
                     raise
                 log.warning(
                     "%s refused tools for model %s (%s); answering without tools from now on"
-                    " (set CAIRN_MODEL_TOOLS=false to skip this attempt)",
+                    " (set CAIRN_MODEL_TOOLS=false, or run `cairn doctor` to record it, to skip"
+                    " this attempt)",
                     self._where,
                     model,
                     self._describe(exc),

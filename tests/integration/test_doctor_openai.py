@@ -49,13 +49,14 @@ def test_an_unknown_model_fails_listing_those_the_server_has() -> None:
     assert "CAIRN_MODEL" in check.fix
 
 
-def test_a_model_that_does_not_call_tools_is_told_to_set_model_tools_off() -> None:
+def test_a_model_that_does_not_call_tools_is_recorded_with_how_to_override_it() -> None:
     with ChatServer(api_key=None, responder=_chatty) as server:
         check = _llm_check(server, CAIRN_MODEL="gpt-test")
 
     assert check.status == "warn"
     assert "answered in text instead" in check.detail
-    assert "CAIRN_MODEL_TOOLS=false" in check.fix
+    assert "recorded: tools off for" in check.detail
+    assert "to override it, set CAIRN_MODEL_TOOLS=true" in check.detail
 
 
 def test_an_unreachable_endpoint_fails_naming_the_setting() -> None:

@@ -12,13 +12,12 @@ Matrix users of their own may share a folder.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cairn.core.atomic import write_atomically
 from cairn.core.errors import StorageError
 
 __all__ = ["MatrixState", "StateFile"]
@@ -76,16 +75,6 @@ class StateFile:
     def save(self, state: MatrixState) -> None:
         """Write ``state`` atomically, readable by the owner only. Raises StorageError."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".state-", suffix=".json")
-            try:
-                with os.fdopen(fd, "w") as handle:
-                    json.dump(asdict(state), handle, indent=1)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(tmp, self.path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_atomically(self.path, json.dumps(asdict(state), indent=1))
         except OSError as exc:
             raise StorageError(f"cannot write the Matrix state file {self.path}: {exc}") from exc
