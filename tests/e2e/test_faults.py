@@ -18,13 +18,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.test_console_chat import _env, _wait_ready, chat
+from tests.support.chat_server import ChatServer, completion
 from tests.support.messages_server import MessagesServer, Reply, text_message
 from tests.support.private_redis import PrivateRedis
 from tests.support.slack_api import BOT_TOKEN, BOT_USER, SlackAPI, event_payload, signed_headers
@@ -97,23 +98,43 @@ def workers_for(tmp_path: Path) -> Iterator[Any]:
         w.stop_all()
 
 
+def _model_env(provider: str, server: MessagesServer) -> dict[str, str]:
+    """The settings that point Cairn at ``server``, the stand-in of ``provider``."""
+    if provider == "openai":
+        return {
+            "CAIRN_LLM": "openai",
+            "OPENAI_API_KEY": "k",
+            "OPENAI_BASE_URL": server.base_url,
+            "CAIRN_MODEL": "gpt-test",
+        }
+    return {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": server.base_url}
+
+
+# Each provider's stand-in and the body of a plain text answer in its wire format.
+_STAND_INS: dict[str, tuple[type[MessagesServer], Callable[[str], dict[str, Any]]]] = {
+    "anthropic": (MessagesServer, text_message),
+    "openai": (ChatServer, completion),
+}
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("provider", sorted(_STAND_INS))
 def test_a_worker_killed_mid_turn_loses_nothing_and_duplicates_nothing(
-    tmp_path: Path, private_redis: PrivateRedis, workers_for: Any
+    tmp_path: Path, private_redis: PrivateRedis, workers_for: Any, provider: str
 ) -> None:
     calls: list[float] = []
+    server_class, answer = _STAND_INS[provider]
 
     def slow_first_call(request: dict[str, Any]) -> Reply:
         calls.append(time.monotonic())
         # The first call hangs long enough for the test to kill the worker making it.
-        return Reply(body=text_message("the answer"), delay=30.0 if len(calls) == 1 else 0.0)
+        return Reply(body=answer("the answer"), delay=30.0 if len(calls) == 1 else 0.0)
 
-    with MessagesServer(api_key="k", responder=slow_first_call) as llm:
+    with server_class(api_key="k", responder=slow_first_call) as llm:
         env = _env(
             tmp_path / "home",
             CAIRN_BROKER_URL=private_redis.url,
-            ANTHROPIC_API_KEY="k",
-            ANTHROPIC_BASE_URL=llm.base_url,
+            **_model_env(provider, llm),
             CAIRN_STALE_AFTER="2",
             CAIRN_BEAT_INTERVAL="1",
             CAIRN_LOCK_TTL="3",
