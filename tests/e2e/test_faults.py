@@ -18,15 +18,15 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.test_console_chat import _env, _wait_ready, chat
-from tests.support.chat_server import ChatServer, completion
-from tests.support.messages_server import MessagesServer, Reply, text_message
+from tests.support.chat_server import STAND_INS, model_env
+from tests.support.messages_server import Reply
 from tests.support.private_redis import PrivateRedis
 from tests.support.slack_api import BOT_TOKEN, BOT_USER, SlackAPI, event_payload, signed_headers
 from tests.support.slack_harness import SIGNING_SECRET
@@ -98,32 +98,13 @@ def workers_for(tmp_path: Path) -> Iterator[Any]:
         w.stop_all()
 
 
-def _model_env(provider: str, server: MessagesServer) -> dict[str, str]:
-    """The settings that point Cairn at ``server``, the stand-in of ``provider``."""
-    if provider == "openai":
-        return {
-            "CAIRN_LLM": "openai",
-            "OPENAI_API_KEY": "k",
-            "OPENAI_BASE_URL": server.base_url,
-            "CAIRN_MODEL": "gpt-test",
-        }
-    return {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": server.base_url}
-
-
-# Each provider's stand-in and the body of a plain text answer in its wire format.
-_STAND_INS: dict[str, tuple[type[MessagesServer], Callable[[str], dict[str, Any]]]] = {
-    "anthropic": (MessagesServer, text_message),
-    "openai": (ChatServer, completion),
-}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("provider", sorted(_STAND_INS))
+@pytest.mark.parametrize("provider", sorted(STAND_INS))
 def test_a_worker_killed_mid_turn_loses_nothing_and_duplicates_nothing(
     tmp_path: Path, private_redis: PrivateRedis, workers_for: Any, provider: str
 ) -> None:
     calls: list[float] = []
-    server_class, answer = _STAND_INS[provider]
+    server_class, answer = STAND_INS[provider]
 
     def slow_first_call(request: dict[str, Any]) -> Reply:
         calls.append(time.monotonic())
@@ -134,7 +115,7 @@ def test_a_worker_killed_mid_turn_loses_nothing_and_duplicates_nothing(
         env = _env(
             tmp_path / "home",
             CAIRN_BROKER_URL=private_redis.url,
-            **_model_env(provider, llm),
+            **model_env(provider, llm),
             CAIRN_STALE_AFTER="2",
             CAIRN_BEAT_INTERVAL="1",
             CAIRN_LOCK_TTL="3",

@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import pytest
 from tests.e2e import test_faults as faults
 from tests.e2e.test_console_chat import _env
 from tests.e2e.test_faults import Workers, _free_port, _healthy, _post, _slack_run
+from tests.support.chat_server import STAND_INS, model_env
 from tests.support.messages_server import MessagesServer, Reply, text_message
 from tests.support.private_redis import PrivateRedis
 from tests.support.slack_api import BOT_TOKEN, BOT_USER, SlackAPI, event_payload, signed_headers
@@ -69,7 +70,11 @@ def slack() -> Iterator[SlackAPI]:
 
 
 def _setup(
-    tmp_path: Path, redis: PrivateRedis, api: SlackAPI, model: MessagesServer
+    tmp_path: Path,
+    redis: PrivateRedis,
+    api: SlackAPI,
+    model: MessagesServer,
+    provider: str = "anthropic",
 ) -> dict[str, str]:
     return _env(
         tmp_path / "home",
@@ -78,8 +83,7 @@ def _setup(
         SLACK_SIGNING_SECRET=SIGNING_SECRET,
         SLACK_API_URL=api.base_url,
         CAIRN_HTTP_HOST="127.0.0.1",
-        ANTHROPIC_API_KEY="k",
-        ANTHROPIC_BASE_URL=model.base_url,
+        **model_env(provider, model),
         CAIRN_SLACK_STREAM_INTERVAL="0.2",
         CAIRN_STALE_AFTER="2",
         CAIRN_BEAT_INTERVAL="1",
@@ -105,12 +109,12 @@ def _mention(port: int, ts: str) -> None:
     assert _post(port, body, signed_headers(SIGNING_SECRET, body)) == 200
 
 
-def _first_slow(calls: list[float]) -> Any:
+def _first_slow(calls: list[float], answer: Callable[[str], dict[str, Any]] = text_message) -> Any:
     def respond(request: dict[str, Any]) -> Reply:
         calls.append(time.monotonic())
         if len(calls) == 1:  # the doomed attempt: writes for ~18 s
-            return Reply(body=text_message(FIRST), delta_delay=0.3)
-        return Reply(body=text_message(ANSWER), delta_delay=0.05)
+            return Reply(body=answer(FIRST), delta_delay=0.3)
+        return Reply(body=answer(ANSWER), delta_delay=0.05)
 
     return respond
 
@@ -125,12 +129,14 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
+@pytest.mark.parametrize("provider", sorted(STAND_INS))
 def test_a_worker_killed_mid_stream_ends_in_one_complete_message(
-    tmp_path: Path, private_redis: PrivateRedis, workers_for: Any, slack: SlackAPI
+    tmp_path: Path, private_redis: PrivateRedis, workers_for: Any, slack: SlackAPI, provider: str
 ) -> None:
     calls: list[float] = []
-    with MessagesServer(api_key="k", responder=_first_slow(calls)) as model:
-        env = _setup(tmp_path, private_redis, slack, model)
+    server_class, answer = STAND_INS[provider]
+    with server_class(api_key="k", responder=_first_slow(calls, answer)) as model:
+        env = _setup(tmp_path, private_redis, slack, model, provider)
         workers: Workers = workers_for(env)
         doomed = workers.start()
         port = _free_port()

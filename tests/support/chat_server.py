@@ -16,7 +16,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -27,9 +27,11 @@ from tests.support.messages_server import (
     Reply,
     Responder,
     _Handler,
+    text_message,
 )
 
 __all__ = [
+    "STAND_INS",
     "ChatServer",
     "PrefixCache",
     "Reply",
@@ -37,6 +39,7 @@ __all__ = [
     "chunks",
     "completion",
     "echo_responder",
+    "model_env",
     "tool_call",
 ]
 
@@ -339,3 +342,23 @@ def _shared_chars(a: str, b: str) -> int:
         else:
             high = middle - 1
     return low
+
+
+STAND_INS: dict[str, tuple[type[MessagesServer], Callable[[str], JSON]]] = {
+    "anthropic": (MessagesServer, text_message),
+    "openai": (ChatServer, completion),
+}
+"""Each provider's stand-in and how it writes a plain text answer, for the end-to-end suites
+that run over both adapters."""
+
+
+def model_env(provider: str, server: MessagesServer) -> dict[str, str]:
+    """The settings that point Cairn at ``server``, the stand-in of ``provider`` (key "k")."""
+    if provider == "openai":
+        return {
+            "CAIRN_LLM": "openai",
+            "OPENAI_API_KEY": "k",
+            "OPENAI_BASE_URL": server.base_url,
+            "CAIRN_MODEL": "gpt-test",
+        }
+    return {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": server.base_url}
