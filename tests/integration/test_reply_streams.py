@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import threading
+import uuid
 
 import pytest
 import redis
@@ -25,17 +27,17 @@ def _pieces(tenant: str) -> list[StreamPiece]:
     ]
 
 
-def _round_trip(streams: ReplyStreams) -> None:
-    mine, other = streams.subscribe("T1"), streams.subscribe("T2")
+def _round_trip(streams: ReplyStreams, run: str = "") -> None:
+    mine, other = streams.subscribe("T1" + run), streams.subscribe("T2" + run)
     try:
-        for piece in [*_pieces("T1"), StreamPiece("T9", 1, "text", "not for T1")]:
+        for piece in [*_pieces("T1" + run), StreamPiece("T9" + run, 1, "text", "not for T1")]:
             streams.publish(piece)
         got = []
         while (piece := mine.get(2.0)) is not None:
             got.append(piece)
             if piece.kind == "end":
                 break
-        assert got == _pieces("T1")  # in order, whole, and only the tenant's
+        assert got == _pieces("T1" + run)  # in order, whole, and only the tenant's
         assert other.get(0.2) is None
     finally:
         mine.close()
@@ -64,37 +66,44 @@ def test_a_publisher_on_another_thread_is_heard_while_the_subscriber_waits() -> 
 def test_pieces_travel_through_redis_and_a_malformed_message_is_dropped(redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url)
     streams = RedisStreams(client)
-    assert not streams.listening("T1")
-    subscription = streams.subscribe("T1")
-    assert streams.listening("T1")
+    # Pub/sub is server-wide, not per database: tenants of their own, apart from other processes.
+    run = uuid.uuid4().hex[:8]
+    tenant = "T1" + run
+    assert not streams.listening(tenant)
+    subscription = streams.subscribe(tenant)
+    assert streams.listening(tenant)
     try:
-        client.publish(CHANNEL_PREFIX + "T1", b"{not json")
-        client.publish(CHANNEL_PREFIX + "T1", b'{"tenant": "T1", "cause": 1, "kind": "shout"}')
-        for piece in _pieces("T1"):
+        client.publish(CHANNEL_PREFIX + tenant, b"{not json")
+        shout = {"tenant": tenant, "cause": 1, "kind": "shout"}
+        client.publish(CHANNEL_PREFIX + tenant, json.dumps(shout).encode())
+        for piece in _pieces(tenant):
             streams.publish(piece)
         received = [subscription.get(2.0) for _ in range(6)]  # two malformed, four pieces
-        assert [p for p in received if p is not None] == _pieces("T1")
+        assert [p for p in received if p is not None] == _pieces(tenant)
     finally:
         subscription.close()
-    _round_trip(streams)
+    _round_trip(streams, run)
 
 
 @pytest.mark.redis
 def test_only_a_subscriber_of_the_tenant_or_of_a_prefix_of_it_is_listening(redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url)
+    # A frontend of a test in another pytest process subscribes to "slack:" (see above).
+    run = uuid.uuid4().hex[:8]
+    slack, matrix = f"slack{run}:", f"matrix{run}:"
     # Celery's Redis transport holds pattern subscriptions in every worker: they listen to
     # nothing of Cairn's, and a worker that took them for a frontend published every turn.
     foreign = client.pubsub()
     foreign.psubscribe("/0.celery.pidbox*", "cairn:stream:other*")
     try:
-        assert not RedisStreams(client).listening("slack:T1")
-        frontend = RedisStreams(client).subscribe("slack:", prefix=True)
+        assert not RedisStreams(client).listening(slack + "T1")
+        frontend = RedisStreams(client).subscribe(slack, prefix=True)
         try:
-            assert RedisStreams(client).listening("slack:T1")  # a workspace of that frontend
-            assert not RedisStreams(client).listening("matrix:hs")  # no frontend of it
+            assert RedisStreams(client).listening(slack + "T1")  # a workspace of that frontend
+            assert not RedisStreams(client).listening(matrix + "hs")  # no frontend of it
         finally:
             frontend.close()
-        assert not RedisStreams(client).listening("slack:T1")
+        assert not RedisStreams(client).listening(slack + "T1")
     finally:
         foreign.close()
 
