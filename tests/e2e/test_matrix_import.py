@@ -96,6 +96,7 @@ def test_a_rooms_history_is_imported_with_the_live_rules_once_and_then_only_what
     alice = people("alice")
     public = alice.create_room(invite=(cairn.id,), encrypted=False, public=True)
     alice.wait_joined(public, cairn.id)
+    alice.name_room(public, "Ops room", alias="ops")
     alice.send(public, DECISION)
     root = alice.send(public, "the billing migration needs a plan")
     reply = alice.send(public, "Postgres 16 first, then the app servers", thread=root)
@@ -123,6 +124,8 @@ def test_a_rooms_history_is_imported_with_the_live_rules_once_and_then_only_what
     assert {r.text for r in kept.values()} >= {f"{name}: {DECISION}"}
     assert kept[typo].text == f"{name}: the on-call rota starts on Monday"  # the last text
     assert kept[reply].source_thread == root  # a reply stays in its thread
+    # Where it was said, by the name people see (not the alias), as a live message records it.
+    assert {r.source_conversation for r in kept.values()} == {"Ops room"}
     assert all(r.private_to is None for r in kept.values())  # a public room's words are public
     assert not [r for r in kept.values() if PASSWORD in r.text]
     assert [r.flagged for r in kept.values() if "previous instructions" in r.text] == [True]

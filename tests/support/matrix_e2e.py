@@ -306,6 +306,29 @@ class E2EPerson:
         reaction is encrypted, with ``m.relates_to`` also in clear, as Element sends it."""
         return self._call(self._react(room, reaction(event_id, key)), "reacting")
 
+    def name_room(self, room: str, name: str, alias: str | None = None) -> None:
+        """Give ``room`` the name ``name`` (``m.room.name``) and, when given, the local alias
+        ``#alias:server`` as its canonical alias (created in the room directory first)."""
+        self._call(
+            self._checked(
+                self._nio.room_put_state(room, "m.room.name", {"name": name}), "naming a room"
+            ),
+            "naming a room",
+        )
+        if alias is not None:
+            full = f"#{alias}:{self.id.partition(':')[2]}"
+            self._call(
+                self._checked(self._nio.room_put_alias(full, room), "creating an alias"),
+                "creating an alias",
+            )
+            self._call(
+                self._checked(
+                    self._nio.room_put_state(room, "m.room.canonical_alias", {"alias": full}),
+                    "setting the canonical alias",
+                ),
+                "setting the canonical alias",
+            )
+
     def redact(self, room: str, event_id: str) -> str:
         """Redact ``event_id``; the redaction's event id."""
         answer = self._call(

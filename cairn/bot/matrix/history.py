@@ -232,7 +232,8 @@ class MatrixImport:
             elif kind == "m.room.member" and isinstance(content.get("displayname"), str):
                 names[str(event.get("state_key"))] = str(content["displayname"])
         private = private_room(join_rule, encrypted)
-        return _Room(room_id, alias or name or room_id, private, names)
+        # The name a person sees first, as the live frontend shows it (nio's display name).
+        return _Room(room_id, name or alias or room_id, private, names)
 
     def _imported_before(self, room_id: str) -> bool:
         """Whether the database holds an episode imported (or heard) from ``room_id``."""
