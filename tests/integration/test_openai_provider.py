@@ -357,6 +357,22 @@ def test_rejected_request_is_not_retried(server: ChatServer) -> None:
     assert len(server.requests) == 1
 
 
+def test_tool_messages_out_of_order_are_refused_by_the_stand_in_as_by_openai(
+    server: ChatServer,
+) -> None:
+    # The stand-in keeps OpenAI's rule, so an end-to-end test through it would catch a history
+    # the adapter sends out of order: a tool result with no call before it, or a call unanswered.
+    server.push_text("never sent")
+    orphan = Message("user", (ToolResultBlock("call_9", "stored as m-9"),))
+    unanswered = Message("assistant", (ToolUseBlock("call_8", "remember", {"text": "x"}),))
+    for history in ((Message.user("hi"), orphan), (Message.user("hi"), unanswered)):
+        with pytest.raises(LLMError, match="400 invalid_request_error"):
+            adapter(server).complete(LLMRequest(system=SYSTEM, messages=history))
+    refusals = [r for r in server.requests if r.method == "POST"]
+    assert len(refusals) == 2
+    assert server.pending == 1  # the scripted answer was not used up
+
+
 def test_read_timeout_is_retried_then_a_persistent_one_names_the_setting(
     server: ChatServer,
 ) -> None:

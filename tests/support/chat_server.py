@@ -6,8 +6,10 @@ recorded requests; delays, cut and broken streams) speaking the other wire forma
 answered with a ``chat.completion`` or, when the request says ``"stream": true``, with
 ``chat.completion.chunk`` Server-Sent Events ending in ``data: [DONE]``; ``GET /v1/models``;
 errors as ``{"error": {...}}``. The key comes as ``Authorization: Bearer`` or Azure's
-``api-key``. :func:`echo_responder` is a tiny model for end-to-end runs; :class:`PrefixCache`
-wraps a responder to report usage as OpenAI's automatic prompt cache would.
+``api-key``. Messages out of OpenAI's tool-call order (:func:`misplaced_tool_messages`) are
+refused with a 400, as OpenAI refuses them. :func:`echo_responder` is a tiny model for
+end-to-end runs; :class:`PrefixCache` wraps a responder to report usage as OpenAI's automatic
+prompt cache would.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ __all__ = [
     "chunks",
     "completion",
     "echo_responder",
+    "misplaced_tool_messages",
     "model_env",
     "tool_call",
 ]
@@ -177,6 +180,24 @@ class ChatServer(MessagesServer):
         self.push(Reply(body=completion(text, calls=calls)))
         return [str(call["id"]) for call in calls]
 
+    def push_tool_use(
+        self,
+        name: str,
+        tool_input: Mapping[str, Any],
+        *,
+        text: str = "",
+        tool_id: str | None = None,
+        usage: Mapping[str, Any] | None = DEFAULT_USAGE,
+    ) -> str:
+        """Queue an answer asking for tool ``name`` with ``tool_input``; returns the call's id.
+
+        :meth:`MessagesServer.push_tool_use` with the same arguments, so one script drives
+        either stand-in (``text``, if any, comes before the call, as the ``content``).
+        """
+        call = tool_call(name, tool_input, call_id=tool_id)
+        self.push(Reply(body=completion(text or None, calls=[call], usage=usage)))
+        return str(call["id"])
+
     def push_error(
         self,
         status: int,
@@ -206,6 +227,40 @@ class ChatServer(MessagesServer):
         if azure is None:
             return super()._accepts(headers)
         return None if self.api_key is None or azure == self.api_key else "invalid api-key"
+
+    def _answer(self, body: JSON) -> Reply:
+        # Refused before any scripted reply is used: such a request never reaches the model.
+        broken = misplaced_tool_messages(body.get("messages") or [])
+        if broken is not None:
+            return Reply(400, chat_error("invalid_request_error", broken))
+        return super()._answer(body)
+
+
+def misplaced_tool_messages(messages: Sequence[JSON]) -> str | None:
+    """What OpenAI's API says, and answers 400 to, when ``messages`` break its tool-call order;
+    None when they keep it: an assistant message's ``tool_calls`` must be followed at once by one
+    ``tool`` message for each call id, and a ``tool`` message must answer such a call."""
+    waiting: list[str] = []
+    for message in messages:
+        if message.get("role") == "tool":
+            if message.get("tool_call_id") not in waiting:
+                return (
+                    "Invalid parameter: messages with role 'tool' must be a response to a"
+                    " preceeding message with 'tool_calls'."
+                )
+            waiting.remove(message["tool_call_id"])
+            continue
+        if waiting:
+            break
+        if message.get("role") == "assistant":
+            waiting = [str(call.get("id")) for call in message.get("tool_calls") or []]
+    if waiting:
+        return (
+            "An assistant message with 'tool_calls' must be followed by tool messages responding"
+            " to each 'tool_call_id'. The following tool_call_ids did not have response"
+            f" messages: {', '.join(waiting)}"
+        )
+    return None
 
 
 class _ChatHandler(_Handler):
