@@ -1,8 +1,9 @@
 """A streamed answer that is cut ends as one complete message: real processes on Slack.
 
 ``cairn run`` (the Slack frontend, HTTP mode) and ``cairn worker`` processes share a Redis of
-the test's own; the real anthropic SDK reads a Messages API stand-in that writes slowly, and
-the real slack_sdk posts to the Web API stand-in. Mid-stream the worker, or the frontend, is
+the test's own; the real anthropic SDK reads a Messages API stand-in that writes slowly (or the
+real openai SDK a Chat Completions one: each test runs over both, ``STAND_INS``), and the real
+slack_sdk posts to the Web API stand-in. Mid-stream the worker, or the frontend, is
 SIGKILLed. What the thread shows at the end is checked: exactly one message of the bot, whose
 text is the final answer, whole, and no longer streaming.
 """
@@ -162,17 +163,19 @@ def test_a_worker_killed_mid_stream_ends_in_one_complete_message(
             _stop(frontend)
 
 
+@pytest.mark.parametrize("provider", sorted(STAND_INS))
 def test_a_frontend_killed_mid_stream_is_finished_by_the_next_one_in_the_same_message(
-    tmp_path: Path, private_redis: PrivateRedis, workers_for: Any, slack: SlackAPI
+    tmp_path: Path, private_redis: PrivateRedis, workers_for: Any, slack: SlackAPI, provider: str
 ) -> None:
     calls: list[float] = []
+    server_class, answer = STAND_INS[provider]
 
     def respond(request: dict[str, Any]) -> Reply:
         calls.append(time.monotonic())
-        return Reply(body=text_message(ANSWER), delta_delay=0.4)  # ~6 s of writing
+        return Reply(body=answer(ANSWER), delta_delay=0.4)  # ~6 s of writing
 
-    with MessagesServer(api_key="k", responder=respond) as model:
-        env = _setup(tmp_path, private_redis, slack, model)
+    with server_class(api_key="k", responder=respond) as model:
+        env = _setup(tmp_path, private_redis, slack, model, provider)
         workers_for(env).start()
         port = _free_port()
         first = _slack_run(env, port, tmp_path / "frontend-0.log")
@@ -206,14 +209,17 @@ def test_a_frontend_killed_mid_stream_is_finished_by_the_next_one_in_the_same_me
                 _stop(second)
 
 
+@pytest.mark.parametrize("provider", sorted(STAND_INS))
 def test_redis_gone_mid_stream_still_ends_in_one_complete_message(
-    tmp_path: Path, private_redis: PrivateRedis, workers_for: Any, slack: SlackAPI
+    tmp_path: Path, private_redis: PrivateRedis, workers_for: Any, slack: SlackAPI, provider: str
 ) -> None:
-    def respond(request: dict[str, Any]) -> Reply:
-        return Reply(body=text_message(ANSWER), delta_delay=0.4)  # ~6 s of writing
+    server_class, answer = STAND_INS[provider]
 
-    with MessagesServer(api_key="k", responder=respond) as model:
-        env = _setup(tmp_path, private_redis, slack, model)
+    def respond(request: dict[str, Any]) -> Reply:
+        return Reply(body=answer(ANSWER), delta_delay=0.4)  # ~6 s of writing
+
+    with server_class(api_key="k", responder=respond) as model:
+        env = _setup(tmp_path, private_redis, slack, model, provider)
         workers_for(env).start()
         port = _free_port()
         frontend = _slack_run(env, port, tmp_path / "frontend.log")
