@@ -1,5 +1,6 @@
 """A Slack conversation end to end: ``cairn run`` as a real subprocess in Socket Mode, Slack's
-Web API and Socket Mode served by the local stand-ins, Claude by the local Messages API server."""
+Web API and Socket Mode served by the local stand-ins, the model by the local Messages API
+server or (the same test, ``STAND_INS``) the local Chat Completions one."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.messages_server import MessagesServer
+from tests.support.chat_server import STAND_INS, model_env
 from tests.support.slack_api import (
     APP_TOKEN,
     BOT_TOKEN,
@@ -56,8 +57,9 @@ def slack() -> Iterator[SlackAPI]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("provider", sorted(STAND_INS))
 def test_a_60000_character_answer_arrives_split_and_complete(
-    tmp_path: Path, slack: SlackAPI
+    tmp_path: Path, slack: SlackAPI, provider: str
 ) -> None:
     paragraphs = [
         f"Paragraph {n}: " + " ".join(f"word{n}x{i}" for i in range(120)) for n in range(64)
@@ -68,20 +70,22 @@ def test_a_60000_character_answer_arrives_split_and_complete(
     answer = answer[:60_000].rstrip()
     assert len(answer) >= 59_990
     port = _free_port()
-    with MessagesServer(api_key="sk-test-key") as claude:
-        claude.push_text(answer)
+    server_class, _ = STAND_INS[provider]
+    with server_class(api_key="k") as model:
+        model.push_text(answer)
         env = {
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(("CAIRN_", "SLACK_", "MATRIX_", "ANTHROPIC_"))
+            if not k.startswith(
+                ("CAIRN_", "SLACK_", "MATRIX_", "ANTHROPIC_", "OPENAI_", "AZURE_OPENAI_")
+            )
         }
         env.update(
             CAIRN_HOME=str(tmp_path / "home"),
             SLACK_BOT_TOKEN=BOT_TOKEN,
             SLACK_APP_TOKEN=APP_TOKEN,
             SLACK_API_URL=slack.base_url,
-            ANTHROPIC_API_KEY="sk-test-key",
-            ANTHROPIC_BASE_URL=claude.base_url,
+            **model_env(provider, model),
             CAIRN_HTTP_HOST="127.0.0.1",
             CAIRN_HTTP_PORT=str(port),
         )
@@ -133,9 +137,13 @@ def test_a_60000_character_answer_arrives_split_and_complete(
     assert all(p["thread_ts"] == ts for p in parts)
     assert [w for p in parts for w in p["text"].split()] == answer.split()
     assert parts[0]["text"].startswith("Paragraph 0: word0x0")
-    # The model saw the mention without the bot's name, from its author.
-    (request,) = claude.bodies
-    assert json.dumps(request["messages"]).count("write me the whole runbook") == 1
+    # The model saw the mention once, without the bot's name, from its author (in the messages
+    # of the conversation: Chat Completions sends the system prompt as a message too).
+    (request,) = model.bodies
+    conversation = json.dumps([m for m in request["messages"] if m["role"] != "system"])
+    assert conversation.count("write me the whole runbook") == 1
+    assert "UANN: write me the whole runbook" in conversation
+    assert BOT_USER not in conversation
     # The working indicator was shown on the mention and cleared after the answer.
     assert [c.method for c in slack.calls() if c.method.startswith("reactions.")] == [
         "reactions.add",
