@@ -24,8 +24,8 @@ import pytest
 from cairn.llm.types import DECISION_PREFIX
 from tests.e2e.test_console_chat import CAIRN, _wait_ready, chat
 from tests.e2e.test_mcp_tools import Deployment, _replies, _stdio
+from tests.support.chat_server import STAND_INS, model_env
 from tests.support.mcp_server import free_port, read_calls, running_http_server
-from tests.support.messages_server import MessagesServer
 from tests.support.processes import stop_group
 
 pytestmark = pytest.mark.slow
@@ -244,12 +244,16 @@ def test_a_credential_in_the_arguments_is_refused_not_held(ops: _Ops) -> None:
     assert _tools_run(ops) == []
 
 
-def test_through_the_sdk_the_model_gets_the_decision_and_the_result_as_data(ops: _Ops) -> None:
-    with MessagesServer(api_key="sk-test") as server:
+@pytest.mark.parametrize("provider", sorted(STAND_INS))
+def test_through_the_sdk_the_model_gets_the_decision_and_the_result_as_data(
+    ops: _Ops, provider: str
+) -> None:
+    server_class, _ = STAND_INS[provider]
+    with server_class(api_key="k") as server:
         server.push_tool_use("ops__restart_service", {"service": "payments"})
         server.push_text("I asked to restart payments; it needs approval.")
         server.push_text("Payments was restarted.")
-        env = ops.env(ANTHROPIC_API_KEY="sk-test", ANTHROPIC_BASE_URL=server.base_url)
+        env = ops.env(**model_env(provider, server))
         out = chat(env, "restart payments please\n/approve\n", "--user", "ann")
         bodies = server.bodies
     assert _replies(out) == [
