@@ -4,7 +4,8 @@ Synapse (from PyPI, in its own virtualenv) runs for this module; each test regis
 bot account and people, runs Cairn's Matrix frontend the way ``cairn run`` does (a thread with
 a stop event, on the embedded default: SQLite, local Qdrant, offline model; the restart test
 runs ``cairn run`` itself) and talks to it through the plain client-server API, as any Matrix
-client would. One test puts a slow Anthropic stand-in behind it, to see it typing.
+client would. One test puts a slow model stand-in behind it, to see it typing: the Anthropic
+one, and the Chat Completions one (``STAND_INS``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from cairn.db.models import (
 )
 from cairn.sessions.log import EventLog
 from cairn.sessions.outbox import Said, say_in
+from tests.support.chat_server import STAND_INS, model_env
 from tests.support.matrix_events import encryption_state, reaction, room_preset, thread_relation
 from tests.support.messages_server import MessagesServer, Reply, text_message
 from tests.support.private_postgres import PrivatePostgres
@@ -692,19 +694,22 @@ def test_an_encrypted_room_gets_one_clear_message_that_encryption_is_off(
     assert len(bot_messages(alice, room, cairn.id)) == 1
 
 
+@pytest.mark.parametrize("provider", sorted(STAND_INS))
 def test_a_long_markdown_answer_comes_in_parts_while_the_bot_shows_it_is_typing(
-    cairn: Cairn, people: Callable[[str], Person], monkeypatch: pytest.MonkeyPatch
+    cairn: Cairn, people: Callable[[str], Person], monkeypatch: pytest.MonkeyPatch, provider: str
 ) -> None:
     steps = [f"**Step {i}**: " + "check the runbook and the dashboards. " * 12 for i in range(60)]
     long_answer = "\n\n".join(steps)
     assert len(long_answer.encode()) > 2 * 12_000
 
-    def slow_model(request: dict[str, Any]) -> Reply:
-        return Reply(body=text_message(long_answer), delay=4.0)
+    server_class, answer = STAND_INS[provider]
 
-    with MessagesServer(api_key="sk-test", responder=slow_model) as model:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.base_url)
+    def slow_model(request: dict[str, Any]) -> Reply:
+        return Reply(body=answer(long_answer), delay=4.0)
+
+    with server_class(api_key="k", responder=slow_model) as model:
+        for name, value in model_env(provider, model).items():
+            monkeypatch.setenv(name, value)
         cairn.start()
         alice = people("alice")
         room = room_with_bot(alice, cairn)
