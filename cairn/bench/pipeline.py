@@ -141,8 +141,12 @@ def run_mode(
         read: dict[str, int] = {}
         texts = _full_text if turn == "full" else _text if unique else _repeated_text
         flood, paced = _RUNS
+        # With a paced run to read the stages from, the flood times none: its throughput is
+        # then the message path's alone, not the path's plus the bench's own timing.
+        stages.pause(timings, bool(rate))
         runs = [_run(pipeline, flood, *load, rate=0.0, texts=texts, deadline=deadline)]
         stages.read(timings, skip=read)  # the flood's lines: what follows is the paced run's
+        stages.pause(timings, False)
         if rate:
             runs.append(_run(pipeline, paced, *load, rate=rate, texts=texts, deadline=deadline))
         rss = max([_peak_rss_mb(p.pid) for p in procs] or [_peak_rss_mb(None)])

@@ -6,7 +6,10 @@ ms, STAGE: ms, ...}``, the milliseconds spent in each named span during that mes
 entered several times, as the gate is by its backstops, is summed). Spans may nest: "ingest"
 holds "gate". Off, a span is a shared no-op context, so the message path pays nothing for it.
 
-The bench turns it on for its own processes and reads the lines back with :func:`read`.
+The bench turns it on for its own processes and reads the lines back with :func:`read`. It
+pauses recording (:func:`pause`, a marker file every process looks for per message) while it
+measures throughput, whose lines it would not read: the flood then pays for no timing, as a
+deployment pays for none.
 """
 
 from __future__ import annotations
@@ -23,9 +26,19 @@ from typing import TextIO
 
 from cairn.core.stats import percentiles
 
-__all__ = ["DIRECTORY_VARIABLE", "message", "note", "read", "record_to", "span", "summary"]
+__all__ = [
+    "DIRECTORY_VARIABLE",
+    "message",
+    "note",
+    "pause",
+    "read",
+    "record_to",
+    "span",
+    "summary",
+]
 
 DIRECTORY_VARIABLE = "CAIRN_STAGE_LOG"
+_PAUSED = "paused"  # a file of that name in the directory: no message is timed meanwhile
 
 _DIRECTORY = os.environ.get(DIRECTORY_VARIABLE, "")
 _OFF: AbstractContextManager[None] = nullcontext()
@@ -65,7 +78,7 @@ def note(name: str, milliseconds: float) -> None:
 def span(name: str) -> AbstractContextManager[None]:
     """A span of stage ``name`` within the current message (a no-op when timing is off, or
     outside a message)."""
-    if not _DIRECTORY:
+    if not _DIRECTORY or getattr(_local, "current", None) is None:
         return _OFF
     return _Span(name)
 
@@ -74,8 +87,12 @@ def span(name: str) -> AbstractContextManager[None]:
 def message(where: str) -> Iterator[None]:
     """Time one message's handling in ``where`` ("frontend", "worker"), with the spans inside;
     its line is written when it ends, even when it raised."""
-    if not _DIRECTORY or getattr(_local, "current", None) is not None:
-        yield  # off, or nested in a message already timed
+    if (
+        not _DIRECTORY
+        or getattr(_local, "current", None) is not None
+        or os.path.exists(os.path.join(_DIRECTORY, _PAUSED))
+    ):
+        yield  # off, nested in a message already timed, or paused
         return
     _local.current = {}
     started = time.perf_counter()
@@ -96,6 +113,17 @@ def record_to(directory: Path | None) -> None:
             handle.close()
         _files.clear()
         _DIRECTORY = str(directory) if directory is not None else ""
+
+
+def pause(directory: Path, paused: bool) -> None:
+    """Pause (or resume) timing in every process that records under ``directory``: a message
+    that starts meanwhile is not timed and writes no line."""
+    marker = directory / _PAUSED
+    if paused:
+        directory.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    else:
+        marker.unlink(missing_ok=True)
 
 
 def _write(line: str) -> None:

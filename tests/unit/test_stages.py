@@ -48,3 +48,20 @@ def test_off_nothing_is_written(tmp_path: Path) -> None:
     with stages.message("worker"), stages.span("recall"):
         pass
     assert list(tmp_path.iterdir()) == []
+
+
+def test_paused_no_message_is_timed_until_resumed(tmp_path: Path) -> None:
+    stages.record_to(tmp_path)
+    try:
+        stages.pause(tmp_path, True)
+        with stages.message("worker"):
+            assert stages.span("recall") is stages.span("model")  # the shared no-op
+            with stages.span("recall"):
+                pass
+        assert stages.read(tmp_path) == []
+        stages.pause(tmp_path, False)
+        with stages.message("worker"), stages.span("recall"):
+            pass
+        assert [line["where"] for line in stages.read(tmp_path)] == ["worker"]
+    finally:
+        stages.record_to(None)
