@@ -576,6 +576,8 @@ def _identifier(value: str) -> bool:
         r"(?i)(?:hmac-)?(?:sha\d+|md5|blake2b?)[:-]|(?:ed25519|curve25519|rsa|ecdsa):", value
     ):
         return True  # a hash, named by its algorithm
+    if re.fullmatch(r"system:[a-z][a-z\-]*(?::[a-z0-9][\w.\-]*)*", value):
+        return True  # a Kubernetes user or group: system:serviceaccount:ops:viewer
     if re.fullmatch(r"[a-z_.]+:[a-z_.*]+|[a-z]+(?:\.[a-z]+){2,}=\S*", value):
         return True  # a scope (feature_flag:write), a dotted setting (sasl.jaas.config=...)
     if re.match(r"[A-Za-z_][\w.]*\([\"'\w]", value) and "(" not in value[:2]:
@@ -727,6 +729,39 @@ def _spoken_digits(text: str, start: int) -> tuple[int, int] | None:
     return (start, end) if count >= 4 else None
 
 
+def _spelled_out(text: str, at: int) -> tuple[int, int] | None:
+    """Where a password spelled out runs from ``at``, if one does, as a voice transcript or
+    a careful speaker gives one: six characters or more spaced out, digits and letters or
+    both cases (R n 7 O n O 4 2); or a list of six short items or more, one a character,
+    number words among them but not all (K majuscule, huit, arobase, zèbre, deux, deux,
+    dièse), each of one word but for two at most ("eme de mamá")."""
+    spaced = re.match(r"\S(?: \S){5,31}(?![^\s,;.])", text[at:])
+    if spaced is not None:
+        chars = spaced.group().split()
+        lower, upper, digit, _ = _classes("".join(chars))
+        if all(len(c) == 1 for c in chars) and ((digit and (lower or upper)) or (lower and upper)):
+            return at, at + len(spaced.group())
+    line_end = text.find("\n", at)
+    items = re.split(r",[ \t]*", text[at : line_end if line_end >= 0 else len(text)])
+    run: list[str] = []
+    for item in items:
+        words = item.split()
+        if not 1 <= len(words) <= 3 or len(item) > 16:
+            if words and len(run) >= 1:
+                run.append(item)  # the last item may end the sentence: "dièse."
+            break
+        run.append(item)
+    if len(run) > 1 and (len(run[-1].split()) > 3 or len(run[-1]) > 16):
+        run.pop()  # what came after the list
+    numbers = sum(_folded(i.strip(".;!?")) in _NUMBER_WORDS for i in run)
+    single = sum(len(i.split()) == 1 for i in run)
+    if len(run) >= 6 and numbers >= 2 and single >= len(run) - 2 and numbers < len(run):
+        said = re.match(rf"(?:[^,\n]+,[ \t]*){{{len(run) - 1}}}[^,\n]+", text[at:])
+        if said is not None:
+            return at, at + len(said.group().rstrip(" .;!?"))
+    return None
+
+
 def _window(
     text: str,
     start: int,
@@ -799,6 +834,10 @@ def _window(
                 changed = changed or folded in _CHANGED
             continue
         where = (token.start() + offset, token.start() + offset + len(value))
+        if connected and not skip_next and len(value) <= 12:
+            spelled = _spelled_out(text, where[0])
+            if spelled is not None:
+                return spelled  # "is R n 7 O n O 4 2", "c'est K majuscule, huit, arobase, ..."
         if skip_next:
             skip_next = False
             if code and connected and re.fullmatch(r"\d{4,8}[#*]?", value):
@@ -1032,6 +1071,16 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             end < len(text) and text[end].isascii() and (text[end].isalnum() or text[end] in "_-")
         ):
             end += 1  # the rest of an identifier: DD_API_KEY_2, api-key-prod
+        tail = _NAME_PARTS.findall(text[k_end:end]) if text[k_end : k_end + 1] in "_-" else []
+        if tail and tail[-1].casefold() in _HOW_PARTS:
+            continue  # a setting of how it is kept, not it: password_encryption, token_method
+        opened = text.rfind("(", 0, k_start)
+        if (
+            text[end : end + 1] == ")"
+            and opened > text.rfind(")", 0, k_start)
+            and re.search(r"(?i)\b(?:id|ids|name|fingerprint)\W*$", text[:opened])
+        ):
+            continue  # "the key id (not the key) is X": an aside on an id, and X is the id
         inside = re.match(
             r"[ \t]*(?:[:=：]|は|是|为|는|은|이|가|改成了?|改为|换成|改為|變成)[ \t]*", text[end:]
         )
@@ -1119,6 +1168,15 @@ _OTHER_PARTS = frozenset(
 )
 
 
+# The last part of a name that makes it a setting of how a credential is kept or checked,
+# not the credential: password_encryption = scram-sha-256, TOKEN_SIGNING_METHOD = RS256.
+_HOW_PARTS = frozenset(
+    """
+    encryption method mechanism cipher algorithm algo scheme policy format
+    """.split()  # noqa: SIM905 (a word list reads best as prose)
+)
+
+
 # Credential words that count inside a longer part of a name: PGPASSWORD, MYSQL_PWD, APIKEY.
 _STEMS = ("password", "passwd", "passphrase", "secret", "token", "apikey", "pwd", "privatekey")
 
@@ -1144,6 +1202,16 @@ def _credential_name(name: str) -> bool:
     return any(p in _CREDENTIAL_PARTS or any(s in p for s in _STEMS) for p in parts)
 
 
+# A key in base64 may begin with "/" and still be no path: 32 bytes or more, both cases and
+# digits, no dots nor words between slashes (a WireGuard PrivateKey = /I9x…=).
+_BASE64_KEY = re.compile(r"/[A-Za-z0-9+/]{39,}={0,2}")
+
+
+def _base64_key(value: str) -> bool:
+    """Whether ``value``, beginning with "/", is a key in base64 rather than a path."""
+    return _BASE64_KEY.fullmatch(value) is not None and _mixed_and_long(value)
+
+
 def _mixed_and_long(value: str) -> bool:
     """Whether ``value`` is 20 characters or more of digits and both cases (not the URL
     rule's _long_random in cairn.core.secrets, which asks less)."""
@@ -1166,6 +1234,9 @@ def _assignments(text: str) -> Iterator[tuple[str, int, int]]:
             continue  # a Matrix id (!room:server, @user:server): no setting, however it reads
         if not _credential_name(match.group("name")):
             continue
+        before = re.search(r"([^\W_]+)[ \t]+$", text[max(0, match.start() - 30) : match.start()])
+        if before is not None and _folded(before.group(1)) in _QUALIFIERS:
+            continue  # "build cache key: ...", "primary key = id": named by the word before
         if match.group("name").casefold() in {"cookie", "set-cookie"}:
             continue  # a cookie header: its pairs are read one by one (_headers_and_markup)
         group = "q" if match.group("q") is not None else "v"
@@ -1182,12 +1253,13 @@ def _assignments(text: str) -> Iterator[tuple[str, int, int]]:
             continue
         if (
             "://" in value
-            or value[0] in "/~%"
+            or (value[0] == "/" and not _base64_key(value))
+            or value[0] in "~%"
             or _VARIABLE.match(value)
             or ("/" in value and not _mixed_and_long(value))
         ):
             continue  # a URL (its own rule reads it), a path, a variable, a reference
-        if _identifier(value) and not _secret_looking(value, code=False):
+        if _identifier(value) and not _secret_looking(value, code=False) and not _base64_key(value):
             continue  # a name: pg-app-credentials, ecr-login
         if group == "v" and value.isalpha() and not _stated(value):
             continue  # "token: see vault", "password: required"
@@ -1198,7 +1270,7 @@ def _assignments(text: str) -> Iterator[tuple[str, int, int]]:
 _FLAGS = re.compile(
     r"(?:^|\s)(?P<flag>(?:--[\w-]*(?:password|passwd|pass|token|secret|api-key|apikey)"
     r"|-storepass|-keypass|-srcstorepass|-deststorepass)(?=[=\s])|/p:"
-    r"|-passin\s+pass:|-passout\s+pass:|-P(?=\s)|-p(?=\s|\S)|-a(?=\s)|-w(?=\s)|-c(?=\s))[=\s]?\s*"
+    r"|-passin\s+pass:|-passout\s+pass:|-P(?=\s)|-N(?=\s)|-p(?=\s|\S)|-a(?=\s)|-w(?=\s)|-c(?=\s))[=\s]?\s*"
     r"[\"']?(?P<v>[^\s\"']{3,})"
 )
 # The commands whose one-letter flag takes a password: -p, -P, -a, -w mean other things to
@@ -1207,7 +1279,8 @@ _SHORT_FLAG_COMMANDS = {
     "-p": ("mysql", "mariadb", "mysqldump", "mysqladmin", "sshpass", "docker", "podman",
            "influx", "mongo", "mongosh", "mongodump", "mongorestore", "helm", "nerdctl",
            "buildah", "skopeo", "oras", "crane", "az", "sqlplus", "isql", "clickhouse-client"),
-    "-P": ("sqlcmd", "bcp", "mysql", "osql", "ipmitool"),
+    "-P": ("sqlcmd", "bcp", "mysql", "osql", "ipmitool", "ssh-keygen"),
+    "-N": ("ssh-keygen",),
     "-a": ("redis-cli", "keydb-cli", "valkey-cli"),
     "-w": ("ldapsearch", "ldapmodify", "ldapadd", "ldapdelete", "ldappasswd", "ldapwhoami"),
     "-c": ("snmpwalk", "snmpget", "snmpbulkwalk", "snmpset", "snmptable", "snmpgetnext"),
@@ -1240,7 +1313,7 @@ def _flags(text: str) -> Iterator[tuple[str, int, int]]:
             continue  # -p, -P after a user flag (-u ops, --user ops) is a password anywhere
         if short and (value.isdigit() or (":" in value and value.replace(":", "").isdigit())):
             continue  # a port, a port mapping
-        if short and not _secret_looking(value, code=False):
+        if short and not _secret_looking(value, code=False) and "ssh-keygen" not in command.split():
             continue
         if (
             _PLACEHOLDER.match(value)
@@ -1274,6 +1347,9 @@ _COMMANDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("-", r"(?<![\d-])(?P<v>\d{6}(?:-\d{6}){7})(?![\d-])"),
         ("ssh ", r"(?:^|\s)ssh\s+(?:-\w+\s+)*[\w.\-]+@[\w.\-:\[\]]+\s+[\"'`]?(?P<v>[^\s\"'`]{6,})"),
         ("sv_setsteamaccount", r"sv_setsteamaccount\s+(?P<v>[A-Fa-f0-9]{32})"),
+        ("requirepass", r"(?i:requirepass|masterauth)\s+[\"']?(?P<v>[^\s\"']{3,})"),
+        ("masterauth", r"(?i:requirepass|masterauth)\s+[\"']?(?P<v>[^\s\"']{3,})"),
+        ("alias set", r"(?:^|\s)mc\s+alias\s+set\s+\S+\s+\S+://\S+\s+\S+\s+[\"']?(?P<v>[^\s\"']{3,})"),
         ("net use", r"(?i:net\s+use)\s+(?:[A-Za-z]:\s+)?\\\\\S+\s+(?P<v>[^\s/]\S{3,})"),
     )
 )  # fmt: skip
@@ -1414,7 +1490,7 @@ _PREFIXES = (
     "rk_live_", "whsec_", "EAACEdEose0cBA", "AIza", "ya29.", "yc_", "pat", "oy2", "hf_",
     "nvapi-", "r8_", "gsk_", "csk-", "xai-", "fw_", "pplx-", "sk-or-v1-", "tvly-", "lsv2_",
     "hcaik_", "hcxik_", "squ_", "sqp_", "sqa_", "phx_", "v4.local.", "v4.public.", "v3.local.",
-    "v2.local.", "v2.public.",
+    "v2.local.", "v2.public.", "tskey-",
 )  # fmt: skip
 _PREFIXED = re.compile(
     r"(?<![\w.\-])(?:" + "|".join(re.escape(p) for p in _PREFIXES) + r")[A-Za-z0-9_\-.]{12,}"
@@ -1654,6 +1730,7 @@ _LONG_WORD = re.compile(r"[A-Za-z0-9_\-.]{14,}")
 _COMMAND_WORDS = (
     "htpasswd", "change_password", "/user:", "password", "identified", "sqlplus",
     "securestring", "secret ", "community", "-", "ssh ", "net use", "sv_setsteamaccount",
+    "requirepass", "masterauth", "alias set",
 )  # fmt: skip
 
 
@@ -1663,6 +1740,16 @@ _AMBIGUOUS_NUMBERS = frozenset(
     """
     en et to ni sei hat bir isa un i e a oh one nine due tre
     """.split()  # noqa: SIM905 (a word list reads best as prose)
+)
+
+
+# A word that names a number as something open (a port, an extension, a room, a year),
+# right before the number or with "is" between: what follows is that number, not a code.
+_NUMBER_NAMED = re.compile(
+    r"(?i)\b(?:port|ports|puerto|порт|poort|portti|extension|ext|durchwahl|room|zimmer"
+    r"|floor|etage|page|seite|year|jahr|version|release|build|ticket|issue|order|invoice|vlan"
+    r"|pid|line|row|step|flight|bus)"
+    r"\s+(?:(?:is|was|=|:|number|no\.?|nr\.?|es|est|ist|é|è|er|är|on)\s+)?$"
 )
 
 
@@ -1676,6 +1763,8 @@ def _spoken(text: str) -> Iterator[tuple[str, int, int]]:
         folded = _folded(words[at].group().strip(",;.:!?()")).replace("-", " ")
         if folded and all(p in _NUMBER_WORDS for p in folded.split()):
             span = _spoken_digits(text, words[at].start())
+            if span is not None and _NUMBER_NAMED.search(text, max(0, span[0] - 40), span[0]):
+                span = None  # "the port is five four three two": a number named as a port
             if span is not None:
                 said = _folded(text[span[0] : span[1]]).replace("-", " ").split()
                 clear = [

@@ -127,6 +127,10 @@ _STOP_WORDS = frozenset(
     staat het een niet opgeslagen gewijzigd verlopen verplicht
     nel nella il una non salvata cambiata scaduta obbligatoria
     в на не был была хранится изменён изменен сброшен
+    gereset teruggezet hersteld reinitialisee restablecida restablecido reseteada reseteado
+    reiniciada reiniciado redefinida redefinido resetada resetado reimpostata reimpostato
+    resettata resettato zresetowane zresetowany zresetowano nollattu aterstallt aterstallts
+    nulstillet tilbakestilt сброшено скинуто
     """.split()  # noqa: SIM905 - a word list reads best as prose
 )
 # Placeholders and references to where a secret lives, not the secret itself.
@@ -237,6 +241,8 @@ def _encoded_text(body: str) -> bool:
         return False
     if " " in decoded or "\n" in decoded or decoded.startswith(("{", "[")) or '":' in decoded:
         return True
+    if re.fullmatch(r"[a-z]{2,}(?:[-_.][a-z]{2,}){1,2}", decoded):
+        return True  # a name of two or three words (platform-oncall), as a label encodes one
     # A setting (environment=staging): words, and no credential in it (admin:hunter2 is one).
     letters = sum(c.isalpha() for c in flat)
     return (
@@ -246,6 +252,17 @@ def _encoded_text(body: str) -> bool:
     )
 
 
+# An id as many APIs print one: a short word for its type, a hyphen, 8 to 16 random letters
+# and digits (Terraform's run-, ws-, org-): too short for a key, which a type word would name.
+_TYPED_ID = re.compile(r"([a-z]{2,6})-[A-Za-z0-9]{8,16}")
+_KEY_TYPES = frozenset(
+    """
+    sk pk key keys pat tok token pass pwd pw pin otp api psk auth secret cred sess sid
+    """.split()  # noqa: SIM905 (a word list reads best as prose)
+)
+# Words or numbers joined by hyphens, then a hex digest of 32 characters or more: a digest
+# is not secret alone (hex is not read as a key here), nor with a name before it.
+_NAMED_DIGEST = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9.]*[-_:])+[0-9a-f]{32,}")
 _UUID_IN = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 
 
@@ -256,6 +273,13 @@ def _high_entropy(token: str) -> bool:
     body = token.rstrip("=")
     if re.match(r"[a-z]{2,6}_|(?:sha\d+|md5|blake2b?|h1)[-:]|bc1[02-9ac-hj-np-z]{20,}$", body):
         return False  # an object id with its type (cus_, pi_: keys come above), a hash
+    if body.startswith("nonce-"):
+        return False  # a CSP nonce: sent in every page's header and markup, public by design
+    typed = _TYPED_ID.fullmatch(body)
+    if typed is not None and typed.group(1) not in _KEY_TYPES:
+        return False  # an object id with its type and a hyphen: run-tkAcFeOFwdEqGPk0, ws-...
+    if _NAMED_DIGEST.fullmatch(body) and not _KEY_TYPES & set(re.split(r"[-_:.]", body.lower())):
+        return False  # a name ending in a digest (a cache key: linux-node20-<sha256>)
     if "/" in body.strip("/") and not body.startswith(_SSH_PUBLIC):
         parts = [p for p in body.split("/") if p]
         if len(parts) > 1 and any(re.fullmatch(r"[a-z][a-z\-_]+", p) for p in parts):
