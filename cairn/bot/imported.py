@@ -7,19 +7,20 @@ masked, invisible characters out, the length limit), flags what reads as an inst
 assistant, and writes it as an episode (``"Name: text"``, at its time, by its author, in its
 thread) in the conversation's scope. A private conversation keeps it private to itself
 (:func:`cairn.memory.scope.private_to`, as live memories are). The store keeps one episode per
-text in a conversation, so importing twice adds nothing. :class:`ChannelTally` counts what
+text in a conversation, so importing twice adds nothing. An edit of a message kept before
+(:meth:`Episodes.edit`) keeps the new text and retracts the old. :class:`ChannelTally` counts what
 happened to each conversation's messages, for the closing table.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from cairn.core.errors import InvalidInput
 from cairn.core.injection import instruction_reason
 from cairn.memory.scope import Scope, Source, Visibility, private_to
-from cairn.memory.store import MemoryStore
+from cairn.memory.store import MemoryStore, Remembered
 from cairn.sessions.events import ChatEvent
 
 __all__ = ["ChannelTally", "Episodes", "ImportReport"]
@@ -32,7 +33,8 @@ class ChannelTally:
     ``read`` messages were in what was imported; ``stored`` became new episodes; ``present``
     were there already (an earlier run, or the same text said before in that conversation);
     ``skipped`` counts the others by why (a join, a bot, a deletion, empty, refused by the
-    checks); ``secrets`` messages had a credential masked; ``flagged`` read as instructions.
+    checks); ``edited`` edits gave a message kept before its last text; ``secrets`` messages
+    (and edits) had a credential masked; ``flagged`` read as instructions.
     Of its ``days`` parts (a Slack export's day files, a Matrix room's pages of history),
     ``resumed`` were done by an earlier run and not read again.
     """
@@ -43,6 +45,7 @@ class ChannelTally:
     read: int = 0
     stored: int = 0
     present: int = 0
+    edited: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     secrets: int = 0
     flagged: int = 0
@@ -92,6 +95,84 @@ class Episodes:
             tally.secrets += 1
         flagged = instruction_reason(event.text) is not None
         tally.flagged += flagged
+        try:
+            written = self._write(event, name, at, flagged)
+        except InvalidInput:
+            tally.skip("refused")
+            return
+        if written.created:
+            tally.stored += 1
+        else:
+            tally.present += 1
+
+    def edit(self, event: ChatEvent, name: str, tally: ChannelTally) -> None:
+        """Give the episode kept from the message ``event.message_id`` (by an earlier run, or
+        earlier in this one) its edited text ``event.text``, checked as a message is.
+
+        The new text is kept as :meth:`keep` keeps a message, at the message's time and in its
+        thread, and the old episode is retracted by its author with the reason "edited" (kept
+        for audit, never recalled): importing the message's first text again finds it, and
+        adds nothing. ``tally.edited`` counts the edits applied; one applied before changes
+        nothing (``present``). An edit back to a text its author had edited away makes that
+        episode current again; one to a text someone else retracted leaves it retracted and
+        changes nothing ("retracted"). An edit by someone other than the message's author is
+        left out ("edit by another"), and so is one of a message memory does not hold (never
+        imported, or before --since: "edit of a message not kept"); neither writes anything."""
+        try:
+            event = event.validated(self.max_chars)
+        except InvalidInput:
+            tally.skip("refused")
+            return
+        scope, source = self._where(event)
+        earlier = self.memory.from_message(source, scope, kind="episode")
+        if not earlier:
+            tally.skip("edit of a message not kept")
+            return
+        if any(m.author != event.user for m in earlier):
+            tally.skip("edit by another")
+            return
+        said = earlier[0]
+        event = replace(event, thread=said.source_thread or event.thread)
+        flagged = instruction_reason(event.text) is not None
+        try:
+            written = self._write(event, name, said.created_at, flagged)
+        except InvalidInput:
+            tally.skip("refused")
+            return
+        parts = written.parts or (written.memory,)
+        if any(m.retracted and m.retracted_by != event.user for m in parts):
+            tally.skip("retracted")  # someone else took that text back: it stays so
+            return
+        kept = {m.id for m in parts}
+        stale = [m for m in earlier if m.id not in kept]
+        if not stale and not written.created:
+            tally.present += 1  # applied by an earlier run
+            return
+        for memory in parts:
+            if memory.retracted:  # edited back to a text its author had edited away
+                self.memory.restore(memory.id, scope, by=event.user, flush=False)
+        for memory in stale:
+            self.memory.retract(memory.id, scope, by=event.user, reason="edited", flush=False)
+        tally.edited += 1
+        tally.secrets += bool(event.secrets)
+        tally.flagged += flagged
+
+    def _write(self, event: ChatEvent, name: str, at: datetime, flagged: bool) -> Remembered:
+        """Keep the checked ``event`` as an episode (raises InvalidInput as ``remember`` does)."""
+        scope, source = self._where(event)
+        return self.memory.remember(
+            f"{name}: {event.text}",
+            scope,
+            kind="episode",
+            visibility=Visibility.TEAM,
+            source=source,
+            created_at=at,
+            flush=False,
+            flagged=flagged,
+        )
+
+    def _where(self, event: ChatEvent) -> tuple[Scope, Source]:
+        """The scope a checked ``event`` is kept in, and where it came from."""
         said = {"private": event.private}
         scope = Scope(
             event.tenant,
@@ -112,21 +193,4 @@ class Episodes:
             event.untrusted,
             conversation=event.conversation,
         )
-        try:
-            written = self.memory.remember(
-                f"{name}: {event.text}",
-                scope,
-                kind="episode",
-                visibility=Visibility.TEAM,
-                source=source,
-                created_at=at,
-                flush=False,
-                flagged=flagged,
-            )
-        except InvalidInput:
-            tally.skip("refused")
-            return
-        if written.created:
-            tally.stored += 1
-        else:
-            tally.present += 1
+        return scope, source

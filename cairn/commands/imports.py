@@ -97,7 +97,8 @@ def import_slack(
     \b
     Each message goes through the checks of a live one: credentials are masked, text that
     reads as an instruction to the bot is flagged, guests and bots are untrusted. It is kept
-    as "Name: text" at its time, by its author, in its thread (edits: the last text). What
+    as "Name: text" at its time, by its author, in its thread (edits: the last text, also
+    for a message an earlier run imported; the old text is retracted). What
     is said in a private channel, a DM or a group DM stays private to it. Joins, bot posts
     and deletions are left out and counted.
     \b
@@ -173,7 +174,8 @@ def import_matrix(
     Each message goes through the checks of a live one: credentials are masked, text that
     reads as an instruction to the bot is flagged, users of homeservers outside
     CAIRN_MATRIX_TRUSTED_SERVERS are untrusted. It is kept as "Name: text" at its time, by its
-    author, in its thread (edits: the last text). What was said in a room that is not public,
+    author, in its thread (edits: the last text, also for a message an earlier run imported;
+    the old text is retracted). What was said in a room that is not public,
     or is encrypted, stays private to it. Joins, notices, the bot's own messages, deletions
     and bare files are left out and counted.
     \b
@@ -232,7 +234,8 @@ def _table(report: ImportReport) -> None:
     table = Table(title=f"{platform} import into {report.tenant}")
     parts = report.unit.split()[-1]  # "files", "pages"
     headings = (
-        "channel", "kind", parts, "read", "stored", "present", "skipped", "secrets", "flagged",
+        "channel", "kind", parts, "read", "stored", "present", "edited", "skipped", "secrets",
+        "flagged",
     )  # fmt: skip
     for heading in headings:
         left = heading in ("channel", "kind", parts)
@@ -246,6 +249,7 @@ def _table(report: ImportReport) -> None:
             str(tally.read),
             str(tally.stored),
             str(tally.present),
+            str(tally.edited),
             skipped,
             str(tally.secrets),
             str(tally.flagged),

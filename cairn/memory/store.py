@@ -419,9 +419,12 @@ class MemoryStore:
             ensure_tenant(s, tenant, platform or tenant.split(":")[0])
         self._tenants.add(tenant)
 
-    def retract(self, memory_id: int, scope: Scope, *, by: str, reason: str = "") -> Memory:
+    def retract(
+        self, memory_id: int, scope: Scope, *, by: str, reason: str = "", flush: bool = True
+    ) -> Memory:
         """Tombstone a memory visible in ``scope``; it is kept for audit but never recalled, and
         re-sending its text does not bring it back. The act is recorded in ``memory_audit``.
+        ``flush=False`` leaves the index work in the outbox, as for :meth:`remember`.
 
         Raises NotFound when no such memory is visible in ``scope``.
         """
@@ -438,7 +441,8 @@ class MemoryStore:
                 s.add(MemoryOutbox(memory_id=memory_id, op="delete"))
                 s.add(audit_row(row, RETRACT, by, scope, {"reason": reason}))
             memory = Memory.from_row(row)
-        self.index_outbox.after_write()
+        if flush:
+            self.index_outbox.after_write()
         return memory
 
     def adjust(
@@ -484,9 +488,12 @@ class MemoryStore:
         if claim is not None and claim.subject == row.subject:
             supersede(s, row, claim, self.judge)
 
-    def restore(self, memory_id: int, scope: Scope, *, by: str, admin: bool = False) -> Memory:
+    def restore(
+        self, memory_id: int, scope: Scope, *, by: str, admin: bool = False, flush: bool = True
+    ) -> Memory:
         """Undo the retraction of a memory visible in ``scope``: only the person who retracted
-        it, or an admin, may; the act is recorded in ``memory_audit``.
+        it, or an admin, may; the act is recorded in ``memory_audit``. ``flush=False`` leaves
+        the index work in the outbox, as for :meth:`remember`.
 
         Raises NotFound when no such memory is visible in ``scope``, and Forbidden when ``by``
         may not restore it. A memory that is not retracted is returned as it is.
@@ -515,7 +522,8 @@ class MemoryStore:
                     row.valid_until = row.superseded_by = None
                     supersede(s, row, claim, self.judge)  # it replaces what it replaced
             memory = Memory.from_row(row)
-        self.index_outbox.after_write()
+        if flush:
+            self.index_outbox.after_write()
         return memory
 
     # --- reads --------------------------------------------------------------------------
@@ -527,6 +535,29 @@ class MemoryStore:
                 select(MemoryRow).where(MemoryRow.id == memory_id, visible_to(scope))
             ).first()
             return Memory.from_row(row) if row else None
+
+    def from_message(self, source: Source, scope: Scope, *, kind: str) -> list[Memory]:
+        """The memories of ``kind`` kept from the message ``source`` names (its platform,
+        channel and message id) that are visible in ``scope`` and not retracted, oldest first:
+        one, or the parts of a long message.
+
+        Not indexed by message: it reads the tenant's memories, so it is for the odd message
+        (an edit of one imported before), not for every message of an import."""
+        with self.db.session() as s:
+            rows = s.exec(
+                select(MemoryRow)
+                .where(
+                    MemoryRow.tenant_id == scope.tenant,
+                    MemoryRow.kind == kind,
+                    MemoryRow.source_platform == source.platform,
+                    MemoryRow.source_channel == source.channel,
+                    MemoryRow.source_message == source.message,
+                    col(MemoryRow.retracted).is_(False),
+                    visible_to(scope),
+                )
+                .order_by(col(MemoryRow.id))
+            ).all()
+            return [Memory.from_row(r) for r in rows]
 
     def newest(
         self,

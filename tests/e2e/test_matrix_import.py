@@ -5,7 +5,8 @@ and an encrypted one, whose room keys reach the bot's device as they would in a 
 the bot is stopped and the rooms' history imported with the real command: the checks of a live
 message apply (a credential masked, an instruction flagged, the encrypted room private to
 itself), threads and edits are kept, joins and deletions counted. A second run adds nothing and
-a third reads only what is new; a run stopped part-way continues where it stopped. Last, the
+a third reads only what is new, an edit of a message the first imported among it; a run
+stopped part-way continues where it stopped. Last, the
 bot answers a question about the public room's history from memory, and says nothing in public
 of the encrypted room's.
 """
@@ -133,10 +134,24 @@ def test_a_rooms_history_is_imported_with_the_live_rules_once_and_then_only_what
     assert import_matrix(public)["stored"] == 0  # twice adds nothing
     cairn.start()
     later = alice.send(public, "the freeze ends on the 14th")
+    # An edit of a message the first run imported: the next run reads it, and not its message.
+    replan = f"the billing migration needs a plan by Friday; the staging db password is {PASSWORD}"
+    alice.edit(public, root, replan)
     cairn.stop()
     again = import_matrix(public)
-    assert (again["read"], again["stored"]) == (1, 1)  # only what is new is read
     assert later in {r.source_message for r in episodes(public)}
+    plans = [r for r in episodes(public) if r.source_message == root]
+    (now,) = [r for r in plans if not r.retracted]
+    assert now.text.startswith(f"{name}: the billing migration needs a plan by Friday;")
+    assert PASSWORD not in now.text
+    assert [(r.text, r.retraction_reason) for r in plans if r.retracted] == [
+        (f"{name}: the billing migration needs a plan", "edited")
+    ]
+    assert (now.source_thread, now.created_at) == (root, kept[root].created_at)
+    assert (again["read"], again["stored"], again["edited"]) == (2, 1, 1)  # only what is new
+    assert again["secrets"] == 1  # the edit passed the checks of a message
+    assert import_matrix(public)["edited"] == 0  # applied once
+    assert len(episodes(public)) == len(kept) + 2  # the new message, the edited text
 
     hidden = import_matrix(secret)
     assert hidden["private"] is True

@@ -5,12 +5,13 @@ message applied, private conversations private to themselves, and a second run a
 from __future__ import annotations
 
 import gc
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
 from sqlmodel import col, select
 
+from cairn.bot.imported import ChannelTally, Episodes
 from cairn.bot.slack.export import ExportMessage, SlackExport
 from cairn.bot.slack.history import SlackImport, SlackImportReport, checkpoint_path
 from cairn.db import Database
@@ -19,6 +20,7 @@ from cairn.memory.records import visible_to
 from cairn.memory.scope import Scope
 from cairn.memory.store import MemoryStore
 from cairn.runtime import Runtime
+from cairn.sessions.events import ChatEvent
 from tests.support.slack_export import (
     DECISION,
     DM_WORDS,
@@ -27,6 +29,7 @@ from tests.support.slack_export import (
     SECRET,
     TEAM,
     Written,
+    add_edits,
     write_export,
 )
 
@@ -39,11 +42,18 @@ def export_zip(tmp_path: Path) -> tuple[Path, Written]:
     return path, write_export(path)
 
 
-def _import(database: Database, path: Path, home: Path | None = None) -> SlackImportReport:
-    """Import the export at ``path`` into ``database``, with a checkpoint under ``home``."""
+def _import(
+    database: Database,
+    path: Path,
+    home: Path | None = None,
+    since: date | None = None,
+    until: date | None = None,
+) -> SlackImportReport:
+    """Import the export at ``path`` into ``database`` (the days from ``since`` to ``until``),
+    with a checkpoint under ``home``."""
     with SlackExport(path) as export:
         importer = SlackImport(MemoryStore(database, None), export, agent="cairn")
-        days = export.days()
+        days = export.days(since=since, until=until)
         total = importer.check(days)
         checkpoint = checkpoint_path(home, export, importer.tenant) if home else None
         return importer.run(days, checkpoint=checkpoint, total=total)
@@ -210,3 +220,110 @@ def test_the_import_holds_one_day_of_messages_however_long_the_export(
     assert report.stored == sum(written.human.values())
     assert len(held) >= written.messages // 50
     assert max(held) <= per_day, f"held up to {max(held)} messages at once"
+
+
+def _live(database: Database) -> list[str]:
+    return [r.text for r in _rows(database) if not r.retracted]
+
+
+def test_an_edit_in_a_later_day_file_gives_the_episode_its_last_text_checked(
+    database: Database, export_zip: tuple[Path, Written], tmp_path: Path
+) -> None:
+    path, written = export_zip
+    decision = add_edits(path)
+    home = tmp_path / "home"
+    first = _import(database, path, home)
+    general = first.channels["general"]
+    assert general.edited == 1
+    assert general.skipped["edit by another"] == 1
+    assert general.skipped["edit of a message not kept"] == 1
+    assert general.read == (
+        general.stored + general.present + general.edited + sum(general.skipped.values())
+    )
+    assert general.secrets == 2  # the original export's credential, and the edit's
+    live = _live(database)
+    assert f"bob: {DECISION}" not in live
+    (now,) = [t for t in live if "Postgres 17" in t]
+    assert now.startswith("bob: We decided")
+    assert SECRET not in now
+    assert "[secret removed" in now
+    assert "alice rewrote" not in "\n".join(live)
+    assert "never exported" not in "\n".join(live)
+    assert len(live) == sum(written.human.values())
+    rows = _rows(database)
+    (old,) = [r for r in rows if r.text == f"bob: {DECISION}"]
+    (new,) = [r for r in rows if r.text == now]
+    assert (old.retracted, old.retraction_reason, old.retracted_by) == (True, "edited", "U02BOB")
+    # The edited episode is the message's: its id, thread, time and author.
+    assert (new.source_message, new.source_thread) == (old.source_message, old.source_thread)
+    assert (new.created_at, new.author, new.retracted) == (old.created_at, "U02BOB", False)
+    assert new.source_message == decision["ts"]
+    # Running it again changes nothing, with the checkpoint and without it.
+    again = _import(database, path, home)
+    for checkpoint in (home / "imports").iterdir():
+        checkpoint.unlink()
+    third = _import(database, path, home)
+    assert again.stored == third.stored == 0
+    assert third.channels["general"].edited == 0
+    assert [(r.id, r.text, r.retracted) for r in _rows(database)] == [
+        (r.id, r.text, r.retracted) for r in rows
+    ]
+
+
+def test_an_edit_of_a_message_an_earlier_run_imported_is_applied_and_others_only_counted(
+    database: Database, export_zip: tuple[Path, Written]
+) -> None:
+    path, written = export_zip
+    add_edits(path)
+    later = date(2026, 1, 9)
+    alone = _import(database, path, since=later)
+    assert alone.stored == 0
+    assert _rows(database) == []
+    assert alone.channels["general"].skipped == {"edit of a message not kept": 3}
+    _import(database, path, until=date(2026, 1, 8))
+    assert f"bob: {DECISION}" in _live(database)
+    edits = _import(database, path, since=later)
+    assert (edits.stored, edits.channels["general"].edited) == (0, 1)
+    live = _live(database)
+    assert f"bob: {DECISION}" not in live
+    assert any("Postgres 17" in t for t in live)
+    assert len(live) == sum(written.human.values())
+
+
+def test_an_edit_back_to_an_edited_away_text_makes_it_current_and_a_retraction_sticks(
+    database: Database,
+) -> None:
+    memory = MemoryStore(database, None)
+    episodes = Episodes(memory, agent="cairn", max_chars=4000)
+    tally = ChannelTally("general", "channel", private=False)
+
+    def said(text: str, ts: str = "1767600000.000100") -> ChatEvent:
+        return ChatEvent(
+            platform="slack",
+            tenant=TENANT,
+            channel="C00000000",
+            thread=ts,
+            user="U02BOB",
+            text=text,
+            message_id=ts,
+            private=False,
+        )
+
+    def live() -> list[str]:
+        return [r.text for r in _rows(database) if not r.retracted]
+
+    episodes.keep(said("the cutover is on Friday"), "bob", datetime(2026, 1, 5, tzinfo=UTC), tally)
+    episodes.edit(said("the cutover is on Monday"), "bob", tally)
+    episodes.edit(said("the cutover is on Friday"), "bob", tally)  # back to the first text
+    assert live() == ["bob: the cutover is on Friday"]
+    episodes.edit(said("the cutover is on Friday"), "bob", tally)  # read again: nothing
+    assert (tally.edited, tally.present, len(_rows(database))) == (2, 1, 2)
+
+    # A text someone else retracted stays retracted, whatever edit says it again.
+    other = said("the cutover is on Sunday", "1767600000.000200")
+    episodes.keep(other, "bob", datetime(2026, 1, 5, tzinfo=UTC), tally)
+    (sunday,) = [r for r in _rows(database) if "Sunday" in r.text]
+    memory.retract(sunday.id or 0, Scope(TENANT, "cairn"), by="U01ALICE", reason="wrong")
+    episodes.edit(said("the cutover is on Sunday"), "bob", tally)
+    assert live() == ["bob: the cutover is on Friday"]
+    assert tally.skipped == {"retracted": 1}

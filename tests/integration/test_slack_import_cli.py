@@ -19,7 +19,7 @@ from sqlmodel import col, func, select
 from cairn.cli import main
 from cairn.db import Database
 from cairn.db.models import MemoryRow
-from tests.support.slack_export import write_export
+from tests.support.slack_export import add_edits, write_export
 
 
 @pytest.fixture(autouse=True)
@@ -55,6 +55,22 @@ def test_the_json_tally_counts_per_channel_and_a_second_run_adds_nothing(
     again = CliRunner().invoke(main, ["import", "slack", str(path), "--json"])
     assert json.loads(again.output)["stored"] == 0
     assert _count(clean_env) == report["stored"]
+
+
+def test_the_closing_table_counts_the_edits_of_messages_an_earlier_day_held(
+    tmp_path: Path, clean_env: Path
+) -> None:
+    path = tmp_path / "export.zip"
+    write_export(path)
+    add_edits(path)
+    done = CliRunner().invoke(main, ["import", "slack", str(path)])
+    assert done.exit_code == 0, done.output
+    heading = next(line for line in done.output.splitlines() if "present" in line)
+    assert heading.split("┃")[7].strip() == "edited"
+    general = next(line for line in done.output.splitlines() if "│ general" in line)
+    assert general.split("│")[7].strip() == "1"
+    assert "1 edit by another" in general
+    assert "1 edit of a message not kept" in general
 
 
 def test_channels_and_days_are_chosen(tmp_path: Path, clean_env: Path) -> None:

@@ -7,8 +7,9 @@ counted as ``undecryptable``, not imported. Each message passes what a live one 
 (:mod:`cairn.bot.imported`): the author's trust is the live one (a user of a homeserver outside
 CAIRN_MATRIX_TRUSTED_SERVERS is untrusted; a blocked device is not heard), and a room that is
 not public, or is encrypted, keeps what was said in it private to itself. A thread reply is
-kept in its thread; an edit gives its message its last text; joins and leaves, notices (what
-bots send), the bot's own messages, deletions and bare files are left out and counted.
+kept in its thread; an edit gives its message its last text (the episode an earlier run kept
+from it too: :meth:`~cairn.bot.imported.Episodes.edit`); joins and leaves, notices (what bots
+send), the bot's own messages, deletions and bare files are left out and counted.
 
 Only the pages still to read are held, never the whole room. A checkpoint beside the data
 (``CAIRN_HOME/imports/matrix-*.json``, named by the tenant, the room and the dates chosen) says
@@ -293,6 +294,7 @@ class MatrixImport:
                 break
             state.resume = token
             state.save(checkpoint)
+        await self._edits_of_earlier(room, state, tally)
         # Everything down to the floor is read: what this pass began at is the floor now.
         state.floor = state.top or floor
         state.top = state.resume = None
@@ -365,6 +367,35 @@ class MatrixImport:
             return
         state.edits[original] = str(event.event_id)
         self._edits[original] = {"sender": str(event.sender), "content": new}
+
+    async def _edits_of_earlier(self, room: _Room, state: Checkpoint, tally: ChannelTally) -> None:
+        """The edits read whose message was not: of one an earlier run imported (or said
+        before ``since``). Each gives the episode kept from its message the last text, or is
+        counted when memory holds none (:meth:`~cairn.bot.imported.Episodes.edit`)."""
+        for original, edit_id in list(state.edits.items()):
+            edit = self._edits.get(original) or await self._fetched_edit(room.id, edit_id)
+            if edit is None:
+                continue  # read by a stopped run, and unreadable now
+            tally.read += 1
+            text = str(edit["content"].get("body") or "").strip()
+            if not text:
+                tally.skip("empty")
+                continue
+            sender = edit["sender"]
+            chat = ChatEvent(
+                platform=PLATFORM,
+                tenant=self.account.tenant,
+                channel=room.id,
+                thread=original,  # the message's own thread is the episode's
+                user=sender,
+                text=text,
+                message_id=original,
+                untrusted=is_untrusted(sender, self.trusted_servers),
+                private=room.private,
+                conversation=room.name if room.name != room.id else "",
+            )
+            name = room.names.get(sender) or sender.partition(":")[0].lstrip("@")
+            self.episodes.edit(chat, name, tally)
 
     async def _text(
         self,

@@ -21,7 +21,7 @@ import json
 import re
 import zipfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,8 @@ class ExportMessage:
     ``text`` is Slack's text (mrkdwn), with the names of any shared files after it;
     ``thread`` is the thread it belongs to (its own ``ts`` when it starts none); ``noise``
     says why it is no one's words (a join, a bot, a deletion...), None for a person's message.
+    ``edit`` marks the last text of a message an earlier file holds (a ``message_changed``
+    event whose message is not in this file): ``ts`` is that message's.
     """
 
     ts: str
@@ -98,6 +100,7 @@ class ExportMessage:
     text: str
     line: int
     noise: str | None = None
+    edit: bool = False
 
 
 class SlackExport:
@@ -180,18 +183,25 @@ class SlackExport:
 
     def messages(self, day: DayFile) -> list[ExportMessage]:
         """The messages of ``day``, edits applied (a message keeps its last text), in the
-        file's order. Raises MalformedExport naming the file and line of what is malformed."""
-        edits: dict[str, str] = {}
+        file's order; then, marked ``edit``, the last text of each message of an earlier file
+        that ``day`` edits. Raises MalformedExport naming the file and line of what is
+        malformed."""
+        edits: dict[str, ExportMessage] = {}
         messages: list[ExportMessage] = []
         for line, item in self._entries(day.member):
             if item.get("subtype") == _EDIT and isinstance(item.get("message"), dict):
-                edited = item["message"]
-                edits[str(edited.get("ts") or "")] = _text(edited)
+                edited = _message(day.member, line, item["message"])
+                edits[edited.ts] = replace(edited, edit=True)
                 continue
             messages.append(_message(day.member, line, item))
         if not edits:
             return messages
-        return [m if m.ts not in edits or m.noise else _with_text(m, edits[m.ts]) for m in messages]
+        here = {m.ts for m in messages}
+        earlier = [e for ts, e in edits.items() if ts not in here]
+        return [
+            m if m.ts not in edits or m.noise else replace(m, text=edits[m.ts].text)
+            for m in messages
+        ] + earlier
 
     def _read_users(self) -> None:
         teams: dict[str, int] = {}
@@ -324,7 +334,3 @@ def _text(item: dict[str, Any]) -> str:
         if names:
             text = f"{text}\n[shared: {', '.join(names)}]".strip()
     return text
-
-
-def _with_text(message: ExportMessage, text: str) -> ExportMessage:
-    return ExportMessage(message.ts, message.thread, message.user, text, message.line)

@@ -6,6 +6,10 @@ is untrusted, and so are CAIRN_UNTRUSTED_USERS) and the conversation's privacy (
 channel, a DM or a group DM keeps what is said there private to itself), and is checked and
 kept as an episode of its thread.
 
+An edit in a later day file than its message (a ``message_changed`` event) gives the episode
+kept from the message its last text (:meth:`~cairn.bot.imported.Episodes.edit`); one of a
+message not kept (not in the days imported) is counted, not stored.
+
 Running twice adds nothing: the store keeps one episode per text in a conversation, and a
 checkpoint beside the data (``CAIRN_HOME/imports``) lists the day files done, so a run killed
 part-way skips them when started again and redoes at most the day it was in (docs/adr/0042).
@@ -175,6 +179,9 @@ class SlackImport:
             conversation=f"#{conversation.name}" if conversation.kind in _NAMED else "",
         )
         name = self.export.names.get(message.user, message.user)
+        if message.edit:  # the last text of a message an earlier day file (or run) kept
+            self.episodes.edit(event, name, tally)
+            return
         self.episodes.keep(event, name, datetime.fromtimestamp(float(message.ts), UTC), tally)
 
 
