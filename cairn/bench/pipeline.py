@@ -251,14 +251,20 @@ def _repeated_text(tenant: str, thread: int, message: int) -> str:
     return f"hello {message}"  # the same in every thread: embeddings come from the cache
 
 
+_RUNNERS = ("alder", "birch", "cedar", "dogwood", "elm", "fir", "ginkgo")
+
+
 def _full_text(tenant: str, thread: int, message: int) -> str:
     # A whole turn's mix: a fact to remember (a memory written: gate, embedding, checks), a
     # question (a recall tool call, then a second model round) and a statement.
     kind = message % 3
     if kind == 0:
+        # The runner is a word, not a digit: two threads' facts that differed only in numbers
+        # were one fact to the store's near-duplicate check (a text adding no term is merged),
+        # so how many were kept depended on which was checked after the other committed.
         return (
             f"remember that service {thread}-{message} of {tenant} deploys from runner "
-            f"{thread % 7} after the {message}th canary"
+            f"{_RUNNERS[thread % len(_RUNNERS)]} after the {message}th canary"
         )
     if kind == 1:
         return f"what do you know about service {thread}-{message - 1} and its runner?"
