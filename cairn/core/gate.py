@@ -299,15 +299,6 @@ def gated(text: str) -> str:
     return kept
 
 
-def identifier(ref: str) -> str:
-    """``ref``, a platform's id of a message or event that a plain identifier column already
-    holds as it is (``event_ref``, ``message_ref``), known to pass where it is copied into a
-    gated JSON column (the outbox's ``in_reply_to``). The copy shows nothing that column does
-    not, and the detector, run on a random id, cost 0.1 to 0.2 ms a message."""
-    _remember(ref, ref)
-    return ref
-
-
 def _passes(text: str) -> bool:
     """Whether the gate leaves ``text`` as it is."""
     if len(text) < 16 and text.isascii() and (text.isidentifier() or text.isdigit()):

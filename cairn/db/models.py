@@ -216,6 +216,9 @@ class OutboundMessage(SQLModel, table=True):
     attempts: int = Field(default=0)
     last_error: str = Field(default="", sa_column=Column(GatedText, nullable=False, default=""))
     message_ref: str | None = Field(default=None, max_length=REF_CHARS, index=True)
+    # The platform's id of the message this one answers, when there is one (an identifier,
+    # like message_ref: not gated).
+    in_reply_to: str = Field(default="", max_length=REF_CHARS)
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )

@@ -91,7 +91,8 @@ def say_in(
             kind=item.kind,
             agent=agent,
             text=item.text,
-            data={**item.data, **({} if in_reply_to is None else {"in_reply_to": in_reply_to})},
+            data=item.data,
+            in_reply_to=in_reply_to or "",
         )
         for memory_id, role in dict.fromkeys(item.memories):
             s.add(MemoryUse(outbound_id=row["id"], memory_id=memory_id, role=role))
@@ -119,7 +120,8 @@ def as_reply(row: OutboundMessage) -> ChatReply:
         kind=row.kind,
         agent=row.agent,
         outbound_id=row.id,
-        in_reply_to=str(row.data.get("in_reply_to", "")),
+        # Rows written before migration 0016 kept it in their data.
+        in_reply_to=row.in_reply_to or str(row.data.get("in_reply_to", "")),
         data=dict(row.data),
     )
 

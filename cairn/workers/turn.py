@@ -19,7 +19,6 @@ from sqlalchemy import Update, bindparam, update
 
 from cairn.core import stages
 from cairn.core.errors import CairnError, LLMAuthError, LLMError, SessionBusy
-from cairn.core.gate import identifier
 from cairn.core.logs import bind
 from cairn.core.metrics import (
     DEAD_LETTERS,
@@ -488,7 +487,7 @@ def _finish(
             event.id or 0,
             said,
             agent=event.agent,
-            in_reply_to=identifier(event.message_ref or event.event_ref or ""),
+            in_reply_to=event.message_ref or event.event_ref or "",
         )
         if current is None:
             return
