@@ -151,19 +151,29 @@ def test_a_worker_killed_mid_turn_loses_nothing_and_duplicates_nothing(
     assert again == []
 
 
+# `cairn` that writes every thread's stack to its standard error on SIGUSR1, for a chat that
+# stops answering.
+_CHAT_WITH_STACKS = (
+    "import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+    "sys.argv[0] = 'cairn'; from cairn.cli import main; main()"
+)
+
+
 class Conversation:
     """A running ``cairn chat --json``, fed line by line, its JSON output read as it comes."""
 
-    def __init__(self, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [*CAIRN, "chat", "--json"],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            bufsize=1,
-        )
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.log, self.failed = log, False
+        with log.open("w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _CHAT_WITH_STACKS, "chat", "--json"],
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                bufsize=1,
+            )
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -176,12 +186,29 @@ class Conversation:
         assert self.proc.stdin is not None
         self.proc.stdin.write(text + "\n")
         self.proc.stdin.flush()
-        return [self.lines.get(timeout=90) for _ in range(expect)]
+        got: list[dict[str, Any]] = []
+        try:
+            while len(got) < expect:
+                got.append(self.lines.get(timeout=90))
+        except queue.Empty:
+            self.failed = True
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(1)
+            logs = sorted(self.log.parent.glob("*.log"))
+            shown = "\n".join(f"--- {p.name}\n{p.read_text()[-6000:]}" for p in logs)
+            pytest.fail(f"{text!r}: {len(got)} of {expect} lines in 90 s: {got}\n{shown}")
+        return got
 
     def close(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            if not self.failed:  # a failure already reported says more than this one
+                raise
 
 
 @pytest.mark.slow
@@ -197,7 +224,7 @@ def test_a_broker_restart_loses_no_message(
     )
     workers = workers_for(env)
     workers.start("--beat")
-    talk = Conversation(env)
+    talk = Conversation(env, tmp_path / "chat.log")
     try:
         first = talk.say("remember the first fact is alpha", expect=2)
         assert [o["type"] for o in first] == ["reply", "notice"]
