@@ -1,9 +1,9 @@
 """Answers that appear as they are written, in the console: `cairn chat --json --stream`.
 
 The model's text reaches the console as "delta" objects before the reply: in-process with the
-offline model, from a real Anthropic SDK reading a stand-in that streams slowly, and from a real
-``cairn worker`` through Redis pub/sub. Without ``--stream`` a script sees exactly what it saw
-before: no delta objects.
+offline model, from the real anthropic and openai SDKs reading a stand-in that streams slowly
+(``STAND_INS``), and from a real ``cairn worker`` through Redis pub/sub. Without ``--stream`` a
+script sees exactly what it saw before: no delta objects.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_console_chat import CAIRN, FACT, _env, chat, home, worker  # noqa: F401
-from tests.support.messages_server import MessagesServer, Reply, text_message
+from tests.support.chat_server import STAND_INS, model_env
+from tests.support.messages_server import Reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -52,16 +53,16 @@ def test_the_offline_answer_streams_as_deltas_before_the_reply_only_with_stream(
     assert [o["type"] for o in plain] == ["reply", "notice", "reply"]
 
 
+@pytest.mark.parametrize("provider", sorted(STAND_INS))
 def test_a_slow_model_is_seen_growing_and_the_reply_equals_what_was_streamed(
-    tmp_path: Path,
+    tmp_path: Path, provider: str
 ) -> None:
-    with MessagesServer(
-        api_key="sk-test",
-        responder=lambda request: Reply(body=text_message(ANSWER), delta_delay=0.15),
+    server_class, answer = STAND_INS[provider]
+    with server_class(
+        api_key="k",
+        responder=lambda request: Reply(body=answer(ANSWER), delta_delay=0.15),
     ) as model:
-        env = _env(
-            tmp_path / "home", ANTHROPIC_API_KEY="sk-test", ANTHROPIC_BASE_URL=model.base_url
-        )
+        env = _env(tmp_path / "home", **model_env(provider, model))
         process = subprocess.Popen(
             [*CAIRN, "chat", "--json", "--stream"],
             stdin=subprocess.PIPE,
