@@ -131,3 +131,19 @@ def test_a_gullible_model_following_injected_text_still_waits_for_approval(
     assert asked[0]["tools"]  # the model was offered the tool and called it
     assert [o for o in out if o["type"] == "approval"], out
     assert read_calls(calls) == []  # nothing ran without a person's approval
+
+
+def test_a_rejected_key_is_answered_in_the_thread_with_what_to_fix(tmp_path: Path) -> None:
+    with ChatServer(api_key="the-right-key") as server:
+        env = _env(
+            tmp_path / "home",
+            CAIRN_LLM="openai",
+            OPENAI_API_KEY="a-wrong-key",
+            OPENAI_BASE_URL=server.base_url,
+            CAIRN_MODEL="gpt-test",
+        )
+        out = chat(env, "hello?\n")
+    [reply] = out
+    assert reply["failed"] is True
+    assert "OPENAI_API_KEY" in reply["text"]
+    assert "a-wrong-key" not in reply["text"]
