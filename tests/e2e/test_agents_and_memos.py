@@ -10,9 +10,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.e2e.test_console_chat import _env, chat
 from tests.support.agents import FREEZE, declare_agents
-from tests.support.messages_server import MessagesServer, text_message, tool_use_message
+from tests.support.chat_server import STAND_INS, model_env
+from tests.support.heard import Heard, text_reply, tool_reply
 
 REVIEW_MODEL = "claude-opus-4-1"
 
@@ -41,42 +44,62 @@ def test_offline_ops_memos_review_and_review_answers_with_the_freeze(tmp_path: P
     assert FREEZE not in again[0]["text"]
 
 
-def test_an_agent_can_memo_another_through_the_anthropic_sdk(tmp_path: Path) -> None:
+# The model an agent without one of its own is sent: each adapter's default, or CAIRN_MODEL.
+DEFAULT_MODEL = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-test"}
+
+
+def _prefix_and_context(heard: Heard) -> tuple[str, str]:
+    """The system prompt's stable (cached) prefix and the turn's context. The Messages API gets
+    them as blocks, the context last; Chat Completions gets one system message, the whole text,
+    which is the prefix OpenAI caches automatically."""
+    if heard.provider == "openai":
+        (whole,) = heard.system
+        return whole, whole
+    blocks = heard.system
+    return blocks[0], blocks[-1] if len(blocks) > 1 else ""
+
+
+@pytest.mark.parametrize("provider", sorted(STAND_INS))
+def test_an_agent_can_memo_another_through_the_sdk(tmp_path: Path, provider: str) -> None:
     seen_contexts: list[str] = []
 
     def model(request: dict[str, Any]) -> dict[str, Any]:
-        last = request["messages"][-1]["content"]
-        blocks = last if isinstance(last, list) else [{"type": "text", "text": last}]
-        if any(b.get("type") == "tool_result" for b in blocks):
-            return text_message("Done, review knows.")
-        system = request["system"]
-        context = system[-1]["text"] if len(system) > 1 else ""
+        heard = Heard(provider, request)
+        if heard.tool_results:
+            return text_reply(provider, "Done, review knows.")
+        _, context = _prefix_and_context(heard)
         seen_contexts.append(context)
-        text = " ".join(b.get("text", "") for b in blocks)
-        if "freeze" in text:
-            return tool_use_message("send_memo", {"to": "review", "text": FREEZE, "priority": 5})
+        if "freeze" in heard.said:
+            return tool_reply(
+                provider, "send_memo", {"to": "review", "text": FREEZE, "priority": 5}
+            )
         if FREEZE in context:
-            return text_message(f"No: {FREEZE} (memo from ops).")
-        return text_message("Yes, go ahead.")
+            return text_reply(provider, f"No: {FREEZE} (memo from ops).")
+        return text_reply(provider, "Yes, go ahead.")
 
     _declare_agents(tmp_path / "home")
-    with MessagesServer(api_key="k", responder=model) as server:
-        env = _env(tmp_path / "home", ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=server.base_url)
+    server_class, _ = STAND_INS[provider]
+    with server_class(api_key="k", responder=model) as server:
+        env = _env(tmp_path / "home", **model_env(provider, server))
         first = chat(env, "ops: there is a freeze, let review know\n", "--thread", "a")
         second = chat(env, "review: can we merge and deploy PR 42?\n", "--thread", "b")
-        tools = {t["name"] for t in server.bodies[0]["tools"]}
-        prefixes = [b["system"][0]["text"] for b in server.bodies]
-        models = [(b["system"][0]["text"], b["model"]) for b in server.bodies]
+        heard = [Heard(provider, b) for b in server.bodies]
+    tools = set(heard[0].tools)
+    prefixes = [_prefix_and_context(h)[0] for h in heard]
+    models = [(p, h.model) for p, h in zip(prefixes, heard, strict=True)]
     assert first[0]["text"] == "Done, review knows."
     assert second[0]["text"] == f"No: {FREEZE} (memo from ops)."
     assert {"send_memo", "ack_memo"} <= tools
     memo_line = next(c for c in seen_contexts if FREEZE in c)
     assert json.dumps(FREEZE) in memo_line  # quoted as data, not as an instruction
     # The declared agent's instructions are part of its (cached) stable prefix.
-    assert any("Your instructions as review:\nCheck for deploy freezes" in p for p in prefixes)
+    instructions = "Your instructions as review:\nCheck for deploy freezes"
+    assert any(instructions in p for p in prefixes)
+    if provider == "openai":  # one system message: the memo comes after the stable prefix
+        assert memo_line.index(json.dumps(FREEZE)) > memo_line.index(instructions)
     # Each agent talks to its own model: review's from cairn.toml, ops' the default CAIRN_MODEL.
     assert {m for p, m in models if "You are review" in p} == {REVIEW_MODEL}
-    assert {m for p, m in models if "You are ops" in p} == {"claude-sonnet-4-6"}
+    assert {m for p, m in models if "You are ops" in p} == {DEFAULT_MODEL[provider]}
 
 
 def test_a_memo_is_the_word_of_the_person_who_asked_and_a_planted_one_arrives_flagged(

@@ -3,8 +3,9 @@ public channel; what is said in a public channel is the team's.
 
 The real Slack frontend (Bolt app over signed HTTP requests, slack_sdk, the pipeline and
 in-process workers) against the Web API stand-in, whose ``conversations.info`` says which
-channels are public; the offline model recalls with the memory tools, and one test puts the
-Anthropic stand-in behind it to read every prompt the model was sent.
+channels are public; the offline model recalls with the memory tools, and one test puts a
+stand-in model behind it (the Anthropic one and the Chat Completions one, ``STAND_INS``), which
+calls the remember tool, to read every prompt the model was sent.
 """
 
 from __future__ import annotations
@@ -18,12 +19,10 @@ import pytest
 from sqlmodel import select
 
 from cairn.db.models import MemoryAudit, MemoryRow
-from tests.support.messages_server import (
-    MessagesServer,
-    Reply,
-    echo_responder,
-    tool_use_message,
-)
+from tests.support import chat_server, messages_server
+from tests.support.chat_server import STAND_INS, model_env
+from tests.support.heard import Heard, tool_reply
+from tests.support.messages_server import Reply, Responder
 from tests.support.slack_api import BOT_USER, signed_headers
 from tests.support.slack_harness import SIGNING_SECRET, Harness, running_slack
 
@@ -133,42 +132,59 @@ def test_what_ann_tells_the_bot_in_a_dm_is_recalled_in_that_dm_and_nowhere_else(
     assert [c.args["channel"] for c in slack.api.calls("conversations.info")] == [GENERAL]
 
 
-def _model(request: dict[str, Any]) -> Reply | dict[str, Any]:
-    """Asks for the remember tool when told to remember (the turn reads "UANN: remember ...");
-    otherwise answers as :func:`echo_responder` does, recalling nothing itself."""
-    content = (request.get("messages") or [{}])[-1].get("content") or []
-    text = " ".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
-    _, told, fact = text.partition("remember ")
-    if told and not any(b.get("type") == "tool_result" for b in content):
-        return tool_use_message("remember", {"text": fact.strip()})
-    return echo_responder(request)
+def _model(provider: str) -> Responder:
+    """A model in ``provider``'s format that asks for the remember tool when told to remember
+    (the turn reads "UANN: remember ..."); otherwise it answers as the stand-in's
+    ``echo_responder`` does, recalling nothing itself."""
+    echo: Responder = (
+        chat_server.echo_responder if provider == "openai" else messages_server.echo_responder
+    )
+
+    def model(request: dict[str, Any]) -> Reply | dict[str, Any]:
+        heard = Heard(provider, request)
+        _, told, fact = heard.said.partition("remember ")
+        if told and not heard.tool_results:
+            return tool_reply(provider, "remember", {"text": fact.strip()})
+        return echo(request)
+
+    return model
 
 
+@pytest.mark.parametrize("provider", sorted(STAND_INS))
 def test_the_prompt_of_a_public_channel_never_holds_a_dm_memory(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, provider: str
 ) -> None:
     # Whatever Cairn put in the model's prompt (recalled memories included) is in its requests.
-    with (
-        MessagesServer(api_key="sk-test", responder=_model) as model,
-        running_slack(
-            monkeypatch, ANTHROPIC_API_KEY="sk-test", ANTHROPIC_BASE_URL=model.base_url
-        ) as h,
-    ):
-        _conversations(h)
-        message(h, ANN_DM, "im", f"remember {SALARY}")
-        assert _memory(h, SALARY).private_to == ANN_DM
-        mention(h, OPS, "remember the salary review code is 909090")
-        asked_before = len(model.bodies)
-        mention(h, GENERAL, "what is the salary?", user=BOB)
-        public_prompts = json.dumps(model.bodies[asked_before:])
-        assert "909090" in public_prompts  # the team's memory about salaries was recalled...
-        assert 'from UANN in \\"#ops\\" on ' in public_prompts  # ...said where, by name...
-        assert SECRET not in public_prompts  # ...and Ann's DM was not
+    server_class, _ = STAND_INS[provider]
+    with server_class(api_key="k", responder=_model(provider)) as model:
+        for name, value in model_env(provider, model).items():
+            monkeypatch.setenv(name, value)
+        with running_slack(monkeypatch) as h:
+            _conversations(h)
+            told = message(h, ANN_DM, "im", f"remember {SALARY}").splitlines()
+            # The model called the tool it was offered; it ran, and the model was given its result.
+            assert "remember" in Heard(provider, model.bodies[0]).tools
+            assert f"remembered: {SALARY}" in told
+            (done,) = [line for line in told if line.startswith("Done: ")]
+            result = json.loads(done.removeprefix("Done: "))
+            assert (result["status"], result["text"], result["visibility"]) == (
+                "stored",
+                SALARY,
+                "private",
+            )
+            assert _memory(h, SALARY).private_to == ANN_DM
+            mention(h, OPS, "remember the salary review code is 909090")
+            asked_before = len(model.bodies)
+            mention(h, GENERAL, "what is the salary?", user=BOB)
+            public_prompts = json.dumps(model.bodies[asked_before:])
+            assert "909090" in public_prompts  # the team's memory about salaries was recalled...
+            assert 'from UANN in \\"#ops\\" on ' in public_prompts  # ...said where, by name...
+            assert SECRET not in public_prompts  # ...and Ann's DM was not
 
-        asked_before = len(model.bodies)
-        message(h, ANN_DM, "im", "what is the salary?")
-        dm_prompts = model.bodies[asked_before:]
-        assert [b for b in dm_prompts if SECRET in json.dumps(b)]  # recalled into its prompt
+            asked_before = len(model.bodies)
+            message(h, ANN_DM, "im", "what is the salary?")
+            dm_prompts = model.bodies[asked_before:]
+            assert [b for b in dm_prompts if SECRET in json.dumps(b)]  # recalled into its prompt
 
 
 # --- private channels and group DMs ----------------------------------------------------------
