@@ -27,12 +27,10 @@ import pytest
 
 from tests.e2e.test_console_chat import _env
 from tests.e2e.test_faults import Workers, _free_port, _healthy, _slack_run
-from tests.support.messages_server import (
-    MessagesServer,
-    Reply,
-    echo_responder,
-    tool_use_message,
-)
+from tests.support import chat_server, messages_server
+from tests.support.chat_server import STAND_INS, model_env
+from tests.support.heard import Heard, tool_reply
+from tests.support.messages_server import Reply
 from tests.support.private_postgres import PrivatePostgres
 from tests.support.private_redis import PrivateRedis
 from tests.support.processes import stop_group
@@ -176,26 +174,35 @@ def test_redis_restart_under_slack_load_loses_nothing(
     _record(report, "redis_restart", load, figures)
 
 
-class _HangingModel:
-    """Messages API stand-ins, one per worker slot, that ask to remember the bench fact of each
-    mention; the first call about each doomed mention hangs, so that its worker can be killed
-    mid-turn, and :meth:`wait_hung` says which slot's worker is making that call."""
+# Each provider's tiny model: it answers tool results with "Done: <result>".
+_ECHO = {"anthropic": messages_server.echo_responder, "openai": chat_server.echo_responder}
 
-    def __init__(self, doomed: set[int]) -> None:
+
+class _HangingModel:
+    """Stand-ins of ``provider``'s model, one per worker slot, that ask to remember the bench
+    fact of each mention; the first call about each doomed mention hangs, so that its worker
+    can be killed mid-turn, and :meth:`wait_hung` says which slot's worker is making that call."""
+
+    def __init__(self, provider: str, doomed: set[int]) -> None:
+        self.provider = provider
         self.doomed = doomed
         self.hung: dict[int, int] = {}
         self._changed = threading.Condition()
-        self.servers = [MessagesServer(api_key="k", responder=self._for(slot)) for slot in (0, 1)]
+        server_class, _ = STAND_INS[provider]
+        self.servers = [server_class(api_key="k", responder=self._for(slot)) for slot in (0, 1)]
 
     def _for(self, slot: int) -> Callable[[dict[str, Any]], Reply | dict[str, Any]]:
+        echo = _ECHO[self.provider]
+
         def respond(request: dict[str, Any]) -> Reply | dict[str, Any]:
-            last = request["messages"][-1]
-            blocks = last["content"] if isinstance(last["content"], list) else []
-            if any(b.get("type") == "tool_result" for b in blocks):
-                return echo_responder(request)  # "Done: ..."
+            heard = Heard(self.provider, request)
+            if heard.tool_results:
+                return echo(request)  # "Done: ..."
             # Turns not yet answered are merged into one user message: this turn's is the last.
-            n = int(re.findall(r"remember bench fact (\d+) ", json.dumps(last))[-1])
-            answer = tool_use_message("remember", {"text": f"bench fact {n} for the fault bench"})
+            n = int(re.findall(r"remember bench fact (\d+) ", heard.said)[-1])
+            answer = tool_reply(
+                self.provider, "remember", {"text": f"bench fact {n} for the fault bench"}
+            )
             with self._changed:
                 if n not in self.doomed or n in self.hung:
                     return answer
@@ -212,22 +219,22 @@ class _HangingModel:
             return self.hung[n]
 
 
+@pytest.mark.parametrize("provider", sorted(STAND_INS))
 def test_worker_sigkill_mid_turn_under_slack_load_loses_nothing(
-    tmp_path: Path, postgres: PrivatePostgres, report: Report
+    tmp_path: Path, postgres: PrivatePostgres, report: Report, provider: str
 ) -> None:
-    model = _HangingModel(doomed={8, 24})
+    model = _HangingModel(provider, doomed={8, 24})
     broker = PrivateRedis(tmp_path)
     broker.start()
     with SlackAPI() as slack, model.servers[0] as llm0, model.servers[1] as llm1:
-        database = _database(postgres, "worker_sigkill")
+        database = _database(postgres, f"worker_sigkill_{provider}")
         envs = [
             _frontend_env(
                 tmp_path / "home",
                 database,
                 slack,
                 CAIRN_BROKER_URL=broker.url,
-                ANTHROPIC_API_KEY="k",
-                ANTHROPIC_BASE_URL=llm.base_url,
+                **model_env(provider, llm),
                 CAIRN_STALE_AFTER="2",
                 CAIRN_BEAT_INTERVAL="1",
                 CAIRN_LOCK_TTL="3",
@@ -254,5 +261,5 @@ def test_worker_sigkill_mid_turn_under_slack_load_loses_nothing(
             for workers in slots:
                 workers.stop_all()
             broker.stop()
-    _record(report, "worker_sigkill", load, figures)
+    _record(report, f"worker_sigkill_{provider}", load, figures)
     assert sorted(model.hung) == sorted(model.doomed)
