@@ -4,8 +4,9 @@ Synapse (from PyPI, in its own virtualenv) runs for this module; each test regis
 bot account and people, runs Cairn's Matrix frontend the way ``cairn run`` does (a thread with
 a stop event, on the embedded default: SQLite, local Qdrant, offline model; the restart test
 runs ``cairn run`` itself) and talks to it through the plain client-server API, as any Matrix
-client would. One test puts a slow model stand-in behind it, to see it typing: the Anthropic
-one, and the Chat Completions one (``STAND_INS``).
+client would. Two tests put a model stand-in behind it, each on both, the Anthropic one and the
+Chat Completions one (``STAND_INS``): a slow one, to see the bot typing, and one that is sent
+an image.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from cairn.sessions.log import EventLog
 from cairn.sessions.outbox import Said, say_in
 from tests.support.chat_server import STAND_INS, model_env
 from tests.support.matrix_events import encryption_state, reaction, room_preset, thread_relation
-from tests.support.messages_server import MessagesServer, Reply, text_message
+from tests.support.messages_server import Reply
 from tests.support.private_postgres import PrivatePostgres
 from tests.support.synapse import Synapse, SynapseUnavailable, User, running_synapse
 
@@ -1029,21 +1030,22 @@ def test_an_image_sent_in_a_thread_is_fetched_and_recorded_as_a_card_with_its_si
     assert f"image, 640x480, {len(data)} bytes, not read" in message.text
 
 
-def test_with_images_on_an_image_sent_in_a_thread_reaches_claude_as_an_image_block(
+@pytest.mark.parametrize("provider", sorted(STAND_INS))
+def test_with_images_on_an_image_sent_in_a_thread_reaches_the_model_as_an_image(
     cairn: Cairn,
     people: Callable[[str], Person],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
+    provider: str,
 ) -> None:
-    from tests.integration.test_image_attachments import images_sent, picture
+    from tests.integration.test_image_attachments import picture
 
     data = picture(tmp_path / "p99.gif", (320, 200), kind="GIF")
     seen = "p99 doubled at 10:42."
-    with MessagesServer(
-        api_key="sk-test", responder=lambda request: Reply(body=text_message(seen))
-    ) as model:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.base_url)
+    server_class, answer = STAND_INS[provider]
+    with server_class(api_key="k", responder=lambda request: Reply(body=answer(seen))) as model:
+        for name, value in model_env(provider, model).items():
+            monkeypatch.setenv(name, value)
         monkeypatch.setenv("CAIRN_MODEL_IMAGES", "1")
         cairn.start()
         alice = people("alice")
@@ -1056,13 +1058,32 @@ def test_with_images_on_an_image_sent_in_a_thread_reaches_claude_as_an_image_blo
             room, "p99.gif", thread=root, content={"msgtype": "m.image", "url": url, "info": info}
         )
         wait_for("the answer about the image", lambda: answers_to(alice, room, cairn.id, root)[1:])
-    first, second = model.bodies
-    assert images_sent(first) == []
-    assert len(images_sent(second)) == 1
+    first, second = [r.body for r in model.requests if r.method == "POST"]
+    assert image_parts(first) == []
+    assert len(image_parts(second)) == 1
     turn = second["messages"][-1]
-    assert turn["content"][-1]["source"] == {
-        "type": "base64",
-        "media_type": "image/gif",
-        "data": base64.b64encode(data).decode(),
-    }
+    encoded = base64.b64encode(data).decode()
+    if provider == "openai":  # a Chat Completions image_url part with a data URL
+        assert turn["content"][-1] == {
+            "type": "image_url",
+            "image_url": {"url": f"data:image/gif;base64,{encoded}"},
+        }
+    else:  # a Messages API image block
+        assert turn["content"][-1]["source"] == {
+            "type": "base64",
+            "media_type": "image/gif",
+            "data": encoded,
+        }
     assert f"image, 320x200, {len(data)} bytes, shown to the model" in turn["content"][0]["text"]
+
+
+def image_parts(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The images in the messages of a request to either stand-in: Messages API image blocks
+    and Chat Completions image_url parts."""
+    return [
+        part
+        for message in body["messages"]
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part.get("type") in ("image", "image_url")
+    ]

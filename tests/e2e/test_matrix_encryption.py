@@ -41,8 +41,9 @@ from tests.e2e.test_matrix import (  # noqa: F401 - synapse is the module-scoped
     wait_file_taken_in,
     wait_for,
 )
+from tests.support.chat_server import STAND_INS, model_env
 from tests.support.matrix_e2e import E2EPerson
-from tests.support.messages_server import MessagesServer, Reply, text_message
+from tests.support.messages_server import Reply
 from tests.support.synapse import Synapse
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -439,22 +440,25 @@ def test_room_keys_are_forwarded_to_the_bots_own_devices_only(
         stranger.stop()
 
 
+@pytest.mark.parametrize("provider", sorted(STAND_INS))
 def test_in_an_encrypted_room_the_bot_types_while_it_works_and_a_long_answer_comes_in_parts(
     cairn: Cairn,
     people: Callable[[str], E2EPerson],
     synapse: Synapse,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
+    provider: str,
 ) -> None:
     long_answer = "\n\n".join(
         f"**Step {i}**: " + "check the runbook and the dashboards. " * 12 for i in range(60)
     )
+    server_class, answer = STAND_INS[provider]
 
     def slow_model(request: dict[str, Any]) -> Reply:
-        return Reply(body=text_message(long_answer), delay=4.0)
+        return Reply(body=answer(long_answer), delay=4.0)
 
-    with MessagesServer(api_key="sk-test", responder=slow_model) as model:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.base_url)
+    with server_class(api_key="k", responder=slow_model) as model:
+        for name, value in model_env(provider, model).items():
+            monkeypatch.setenv(name, value)
         cairn.start()
         alice = people("alice")
         room = encrypted_room_with_bot(alice, cairn)

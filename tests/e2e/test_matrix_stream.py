@@ -1,6 +1,8 @@
 """Answers as they are written, on Matrix: Cairn's Matrix frontend against a real Synapse on
-127.0.0.1, the real anthropic SDK against a Messages API stand-in that writes slowly, and a
-person with an encrypting matrix-nio client of their own (:class:`E2EPerson`).
+127.0.0.1, a model stand-in that writes slowly (each test runs on both: the real anthropic SDK
+against the Messages API one, the real openai SDK against the Chat Completions one,
+``STAND_INS``), and a person with an encrypting matrix-nio client of their own
+(:class:`E2EPerson`).
 
 What the person's device receives is what is checked: the first text of the answer as a message
 in the thread on their question, early; then ``m.replace`` edits whose ``m.new_content`` grows,
@@ -30,8 +32,9 @@ from tests.e2e.test_matrix import (  # noqa: F401 - synapse is the module-scoped
     synapse,
     wait_for,
 )
+from tests.support.chat_server import STAND_INS, model_env
 from tests.support.matrix_e2e import E2EPerson
-from tests.support.messages_server import MessagesServer, Reply, text_message
+from tests.support.messages_server import MessagesServer, Reply
 from tests.support.synapse import Synapse
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -138,18 +141,27 @@ def alice(synapse: Synapse, tmp_path: Path) -> Iterator[E2EPerson]:  # noqa: F81
         yield person
 
 
-@contextlib.contextmanager
-def slow_model(
-    monkeypatch: pytest.MonkeyPatch, answer: str, delay: float
-) -> Iterator[MessagesServer]:
-    """A model that writes ``answer`` for every request, one piece each ``delay`` seconds."""
-    with MessagesServer(
-        api_key="sk-test",
-        responder=lambda request: Reply(body=text_message(answer), delta_delay=delay),
-    ) as model:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.base_url)
-        yield model
+SlowModel = Callable[[str, float], contextlib.AbstractContextManager[MessagesServer]]
+
+
+@pytest.fixture(params=sorted(STAND_INS))
+def slow_model(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> SlowModel:
+    """``slow_model(answer, delay)``: a model that writes ``answer`` for every request, one piece
+    each ``delay`` seconds, with Cairn pointed at it; each provider's stand-in in turn."""
+    provider = str(request.param)
+    server_class, written = STAND_INS[provider]
+
+    @contextlib.contextmanager
+    def started(answer: str, delay: float) -> Iterator[MessagesServer]:
+        with server_class(
+            api_key="k",
+            responder=lambda _: Reply(body=written(answer), delta_delay=delay),
+        ) as model:
+            for name, value in model_env(provider, model).items():
+                monkeypatch.setenv(name, value)
+            yield model
+
+    return started
 
 
 def ask(cairn: Cairn, alice: E2EPerson, *, encrypted: bool) -> tuple[str, str]:
@@ -178,9 +190,9 @@ def reply_row(cairn: Cairn) -> OutboundMessage:
 
 @pytest.mark.parametrize("encrypted", [False, True], ids=["clear-room", "encrypted-room"])
 def test_an_answer_streams_into_one_message_edited_until_it_is_whole(
-    cairn: Cairn, alice: E2EPerson, monkeypatch: pytest.MonkeyPatch, encrypted: bool
+    cairn: Cairn, alice: E2EPerson, slow_model: SlowModel, encrypted: bool
 ) -> None:
-    with slow_model(monkeypatch, ANSWER, DELTA_DELAY):
+    with slow_model(ANSWER, DELTA_DELAY):
         room, question = ask(cairn, alice, encrypted=encrypted)
         seen = seen_once(alice, room, cairn.id, question, lambda s: ANSWER in s.bodies())
         time.sleep(1.5)  # anything that would still come (a second message, a late edit)
@@ -235,12 +247,12 @@ def test_an_answer_streams_into_one_message_edited_until_it_is_whole(
 
 
 def test_a_long_answer_streams_across_messages_split_at_the_size_limit(
-    cairn: Cairn, alice: E2EPerson, monkeypatch: pytest.MonkeyPatch
+    cairn: Cairn, alice: E2EPerson, monkeypatch: pytest.MonkeyPatch, slow_model: SlowModel
 ) -> None:
     monkeypatch.setenv("CAIRN_MATRIX_MESSAGE_BYTES", "1000")
     parts = split_text(LONG_ANSWER, 1000)
     assert len(parts) >= 3
-    with slow_model(monkeypatch, LONG_ANSWER, 0.02):
+    with slow_model(LONG_ANSWER, 0.02):
         room, question = ask(cairn, alice, encrypted=False)
         seen = seen_once(
             alice, room, cairn.id, question, lambda s: "Step 39" in "".join(s.bodies())
@@ -259,12 +271,12 @@ def test_a_long_answer_streams_across_messages_split_at_the_size_limit(
 
 
 def test_edits_stop_at_the_cap_and_the_final_edit_is_whole(
-    cairn: Cairn, alice: E2EPerson, monkeypatch: pytest.MonkeyPatch
+    cairn: Cairn, alice: E2EPerson, monkeypatch: pytest.MonkeyPatch, slow_model: SlowModel
 ) -> None:
     monkeypatch.setenv("CAIRN_MATRIX_STREAM_EDITS", "3")
     monkeypatch.setenv("CAIRN_MATRIX_STREAM_INTERVAL", "0.1")
     answer = " ".join(STEPS[:15])  # ~1100 characters: ~140 pieces over ~8 s
-    with slow_model(monkeypatch, answer, DELTA_DELAY):
+    with slow_model(answer, DELTA_DELAY):
         room, question = ask(cairn, alice, encrypted=False)
         seen = seen_once(alice, room, cairn.id, question, lambda s: answer in s.bodies())
         time.sleep(1.5)
@@ -280,10 +292,10 @@ def test_edits_stop_at_the_cap_and_the_final_edit_is_whole(
 
 
 def test_with_streaming_off_the_answer_is_one_message_never_edited(
-    cairn: Cairn, alice: E2EPerson, monkeypatch: pytest.MonkeyPatch
+    cairn: Cairn, alice: E2EPerson, monkeypatch: pytest.MonkeyPatch, slow_model: SlowModel
 ) -> None:
     monkeypatch.setenv("CAIRN_MATRIX_STREAM", "false")
-    with slow_model(monkeypatch, ANSWER, DELTA_DELAY):
+    with slow_model(ANSWER, DELTA_DELAY):
         room, question = ask(cairn, alice, encrypted=False)
         seen = seen_once(alice, room, cairn.id, question, lambda s: ANSWER in s.bodies())
         time.sleep(1.5)
@@ -297,7 +309,7 @@ def test_with_streaming_off_the_answer_is_one_message_never_edited(
 
 
 def test_a_frontend_restarted_mid_stream_finishes_the_same_message(
-    cairn: Cairn, alice: E2EPerson, monkeypatch: pytest.MonkeyPatch
+    cairn: Cairn, alice: E2EPerson, monkeypatch: pytest.MonkeyPatch, slow_model: SlowModel
 ) -> None:
     answer = " ".join(STEPS[:8])  # ~600 characters: ~75 pieces over ~4.5 s
     # A turn cut by the stop is taken up again by the restarted bot's upkeep, once its session
@@ -305,7 +317,7 @@ def test_a_frontend_restarted_mid_stream_finishes_the_same_message(
     monkeypatch.setenv("CAIRN_STALE_AFTER", "2")
     monkeypatch.setenv("CAIRN_BEAT_INTERVAL", "1")
     monkeypatch.setenv("CAIRN_LOCK_TTL", "3")
-    with slow_model(monkeypatch, answer, DELTA_DELAY):
+    with slow_model(answer, DELTA_DELAY):
         room, question = ask(cairn, alice, encrypted=True)
         # Stopped once the message has been edited at least once: it is recorded by then (a
         # stop inside the first record's write is ADR 0027's known gap).
