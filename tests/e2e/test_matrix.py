@@ -49,6 +49,7 @@ from cairn.db.models import (
 from cairn.sessions.log import EventLog
 from cairn.sessions.outbox import Said, say_in
 from tests.support.chat_server import STAND_INS, model_env
+from tests.support.heard import Heard
 from tests.support.matrix_events import encryption_state, reaction, room_preset, thread_relation
 from tests.support.messages_server import Reply
 from tests.support.private_postgres import PrivatePostgres
@@ -1059,8 +1060,8 @@ def test_with_images_on_an_image_sent_in_a_thread_reaches_the_model_as_an_image(
         )
         wait_for("the answer about the image", lambda: answers_to(alice, room, cairn.id, root)[1:])
     first, second = [r.body for r in model.requests if r.method == "POST"]
-    assert image_parts(first) == []
-    assert len(image_parts(second)) == 1
+    assert Heard(provider, first).images == []
+    assert len(Heard(provider, second).images) == 1
     turn = second["messages"][-1]
     encoded = base64.b64encode(data).decode()
     if provider == "openai":  # a Chat Completions image_url part with a data URL
@@ -1075,15 +1076,3 @@ def test_with_images_on_an_image_sent_in_a_thread_reaches_the_model_as_an_image(
             "data": encoded,
         }
     assert f"image, 320x200, {len(data)} bytes, shown to the model" in turn["content"][0]["text"]
-
-
-def image_parts(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """The images in the messages of a request to either stand-in: Messages API image blocks
-    and Chat Completions image_url parts."""
-    return [
-        part
-        for message in body["messages"]
-        if isinstance(message.get("content"), list)
-        for part in message["content"]
-        if part.get("type") in ("image", "image_url")
-    ]

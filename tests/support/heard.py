@@ -9,7 +9,6 @@ responder drives both adapters (``STAND_INS``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -102,17 +101,12 @@ class Heard:
                 ]
         return results
 
-    def result_data(self) -> JSON:
-        """The first tool result read as JSON (Cairn's tools answer with JSON objects)."""
-        data = json.loads(self.tool_results[0])
-        assert isinstance(data, dict)
-        return data
-
     @property
     def images(self) -> list[tuple[str, str]]:
-        """The images of the last message: (media type, base64 data)."""
+        """The images anywhere in the conversation: (media type, base64 data), from Messages
+        API image blocks and Chat Completions ``image_url`` data URLs alike."""
         found: list[tuple[str, str]] = []
-        for message in self._since_the_model():
+        for message in self.conversation:
             content = message.get("content")
             for part in content if isinstance(content, list) else []:
                 if part.get("type") == "image":
