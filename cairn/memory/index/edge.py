@@ -87,7 +87,14 @@ class EdgeIndex(QdrantAdapter):
                                 self._moving.touch()  # until moved: a kill part-way moves again
                             shard = qe.EdgeShard.load(str(self._path), self._config(qe))
                             if self._moving.exists():
-                                self._place(qe, shard)
+                                try:
+                                    self._place(qe, shard)
+                                except Exception:
+                                    # Closed, so that a later open in this process can load
+                                    # it again; the mark stays, and that open moves it again.
+                                    with contextlib.suppress(Exception):
+                                        shard.close()
+                                    raise
                                 self._moving.unlink()
                         else:
                             shard = self._create(qe)
