@@ -8,6 +8,7 @@ database); they are proposals only, and every row is re-read through
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,7 +33,7 @@ from cairn.memory.speakers import named_speaker
 from cairn.memory.supersession import as_of, stale, valid_at
 from cairn.memory.terms import terms
 
-__all__ = ["Candidates", "Recall", "Recalled"]
+__all__ = ["Candidates", "Recall", "Recalled", "count_recalls"]
 
 log = logging.getLogger(__name__)
 
@@ -216,11 +217,7 @@ class Recall:
             }
             ranked = sorted(weighted, key=lambda mid: (-weighted[mid], -mid))[:k]
             if ranked and touch:
-                conn.execute(
-                    update(MemoryRow)
-                    .where(col(MemoryRow.id).in_(ranked[:counted]))
-                    .values(recall_count=MemoryRow.recall_count + 1, last_recalled_at=now)
-                )
+                count_recalls(conn, ranked[:counted], now)
                 conn.commit()
             after, before = self._changes(conn, scope, [rows[mid] for mid in ranked])
             vouched = _vouched(conn, [mid for mid in ranked if rows[mid].confirmed])
@@ -401,6 +398,27 @@ class Recall:
                 scored.append((memory_id, overlap / len(wanted)))
         scored.sort(key=lambda pair: -pair[1])
         return scored[:k]
+
+
+def count_recalls(conn: Connection, ids: Sequence[int], now: datetime) -> None:
+    """Count a recall on the memories ``ids`` at ``now``, inside the caller's transaction.
+
+    :meth:`Recall.recall` does it on its own (``touch``); a turn recalls without it and counts
+    what it recalled in the transaction that writes its reply, so that a message's path
+    takes the write lock once for both (and a turn redone after a crash counts once).
+    """
+    times: dict[int, list[int]] = {}  # a memory two recalls of the turn found counts twice
+    for mid, n in Counter(ids).items():
+        times.setdefault(n, []).append(mid)
+    for n, found in times.items():
+        conn.execute(_COUNT_RECALLS, {"ids": found, "n": n, "now": now})
+
+
+_COUNT_RECALLS = (
+    update(MemoryRow)
+    .where(col(MemoryRow.id).in_(bindparam("ids", expanding=True)))
+    .values(recall_count=MemoryRow.recall_count + bindparam("n"), last_recalled_at=bindparam("now"))
+)
 
 
 def _merged(*lists: list[tuple[int, float]]) -> list[tuple[int, float]]:

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, update
+from sqlalchemy import func, insert, update
 from sqlmodel import Session, col, select
 
 from cairn.core.settings import Settings
-from cairn.db import Database, insert_values
+from cairn.db import Database, insert_values, table
 from cairn.db.models import (
     AgentSession,
     EventKind,
@@ -94,8 +94,12 @@ def say_in(
             data=item.data,
             in_reply_to=in_reply_to or "",
         )
-        for memory_id, role in dict.fromkeys(item.memories):
-            s.add(MemoryUse(outbound_id=row["id"], memory_id=memory_id, role=role))
+        uses = [
+            {"outbound_id": row["id"], "memory_id": memory_id, "role": role}
+            for memory_id, role in dict.fromkeys(item.memories)
+        ]
+        if uses:  # one statement for all of them, not one ORM insert each (about 5 a reply)
+            s.connection().execute(insert(table(MemoryUse)), uses)
 
 
 def message_at(db: Database, tenant: str, message_ref: str) -> OutboundMessage | None:

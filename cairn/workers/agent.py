@@ -51,6 +51,7 @@ class TurnOutcome:
     rounds: int = 0
     usage: list[Usage] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
+    recalled: list[int] = field(default_factory=list)  # memory ids whose recall is counted
 
 
 def run_agent(

@@ -119,6 +119,7 @@ class Toolbox:
         memory) enables the scratchpad tools; ``remote`` adds the agent's MCP tools."""
         self.remote = remote
         self.read_from: list[str] = []  # the tools whose output this turn read
+        self.recalled: list[int] = []  # what the recall tool found, counted with the reply
         self.store = store
         self.scope = scope
         self.source = source
@@ -242,7 +243,11 @@ class Toolbox:
         return ToolOutcome(json.dumps(payload), used=[memory])
 
     def _recall(self, args: Recall) -> ToolOutcome:
-        found = self.store.recall(args.query, self.scope, args.k or self.store.default_k)
+        # Counted with the turn's reply (see count_recalls), not in a write of its own.
+        found = self.store.recall(
+            args.query, self.scope, args.k or self.store.default_k, touch=False
+        )
+        self.recalled.extend(r.memory.id for r in found)
         payload = {"query": args.query, "memories": [_recalled_card(r) for r in found]}
         return ToolOutcome(json.dumps(payload), used=[r.memory for r in found])
 

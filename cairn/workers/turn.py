@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any
@@ -40,6 +41,7 @@ from cairn.db.models import (
 from cairn.llm.types import LLMRequest
 from cairn.memory import Memory, Scope, Source, isolated, private_to, said_in
 from cairn.memory.context import ContextEngine, TurnContext, agent_instructions
+from cairn.memory.recall import count_recalls
 from cairn.memory.working import Pad, Scratchpad
 from cairn.memos import MemoBox
 from cairn.runtime import Runtime
@@ -228,7 +230,15 @@ def _handle(rt: Runtime, events: EventLog, session: AgentSession, event: Session
         said.append(Said("notice", hidden_notice(int(hidden))))
     said += [Said("notice", f"retracted: {m.text}", ()) for m in _unique(outcome.retracted)]
     said += [Said("notice", text[:1000]) for text in dict.fromkeys(outcome.notices)]
-    _finish(rt, session, event, said, turn=turn, approvals=outcome.approvals)
+    _finish(
+        rt,
+        session,
+        event,
+        said,
+        turn=turn,
+        approvals=outcome.approvals,
+        recalled=outcome.recalled,
+    )
 
 
 def _turn(
@@ -265,9 +275,7 @@ def _turn(
     # and feedback stay with the best recall_k, as without the pool.
     recall_k = rt.settings.memory.recall_k
     with stages.span("recall"):
-        recalled = rt.memory.recall(
-            turn.query, scope, engine.recall_size(recall_k), counted=recall_k
-        )
+        recalled = rt.memory.recall(turn.query, scope, engine.recall_size(recall_k), touch=False)
         memos = MemoBox(rt.db).inbox(
             session.tenant_id, agent, include_read=False, private_to=scope.private_to
         )
@@ -358,6 +366,9 @@ def _turn(
     shown = set(compiled.memory_ids)
     credited = recalled[:recall_k]
     outcome.used = [r.memory for r in credited if r.memory.id in shown] + outcome.used
+    # Counted with the reply, in its transaction: the best recall_k of the pool, as a recall
+    # of recall_k would have counted, and what the recall tool found.
+    outcome.recalled = [r.memory.id for r in credited] + toolbox.recalled
     return outcome, turn
 
 
@@ -461,10 +472,12 @@ def _finish(
     dead_letter: bool = False,
     turn: TurnContext | None = None,
     approvals: list[dict[str, Any]] | None = None,
+    recalled: Sequence[int] = (),
 ) -> None:
     """Log what the bot says, queue it in the outbox and close the event, atomically (with
-    the turn's checkpoint and telemetry, when it held them back, and the tool calls the turn
-    held for approval, each asked for in a message after the reply)."""
+    the turn's checkpoint and telemetry, when it held them back, the tool calls the turn
+    held for approval, each asked for in a message after the reply, and the count of the
+    memories it ``recalled``)."""
     with stages.span("outbox"), rt.db.session() as s:
         current: SessionEvent | None = None
         if error or dead_letter:
@@ -479,6 +492,7 @@ def _finish(
                 return  # handled by an earlier run of this task
         if turn is not None:
             turn.save_in(s)
+        count_recalls(s.connection(), recalled, utcnow())
         if approvals:
             said = _with_requests(rt, s, session, event, said, approvals)
         say_in(

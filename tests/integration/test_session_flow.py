@@ -390,3 +390,54 @@ def test_a_locked_database_is_waited_out_and_nothing_is_lost(runtime: Runtime) -
     assert [m.text for m in runtime.memory.newest(Scope("acme", "cairn"))] == [
         "the VPN is vpn.example.com"
     ]
+
+
+class _DiesAfterRecalling:
+    """Calls the recall tool; the first attempt dies after its result (a worker killed
+    mid-turn), the next answers."""
+
+    name = "dies-after-recalling"
+
+    def __init__(self) -> None:
+        self.died = False
+
+    def complete(self, request: LLMRequest, *, sink: TextSink | None = None) -> LLMResponse:
+        last = request.messages[-1]
+        if last.role != "user" or isinstance(last.content, str):
+            return LLMResponse(
+                (ToolUseBlock("u1", "recall", {"query": "pager rotation"}),),
+                stop_reason="tool_use",
+            )
+        if not self.died:
+            self.died = True
+            raise RuntimeError("killed mid-turn")
+        return LLMResponse((TextBlock("On Tuesdays."),))
+
+
+def test_a_turn_counts_its_recalls_with_its_reply_once_even_when_redone(
+    runtime: Runtime,
+) -> None:
+    _remembered(runtime)
+    scope = Scope("acme", "cairn")
+    [stored] = runtime.memory.newest(scope)
+    offline = runtime._llm
+    runtime._llm = _DiesAfterRecalling()
+    question = _msg("when does the pager rotation flip?", thread="t2")
+    result = ingest(EventLog(runtime.db), question, agent="cairn", max_chars=1000)
+    assert result.session_id is not None
+    with pytest.raises(RuntimeError, match="killed mid-turn"):
+        handle_pending(runtime, result.session_id)
+    [died] = runtime.memory.newest(scope)
+    assert (died.recall_count, died.last_recalled_at) == (stored.recall_count, None)
+    handle_pending(runtime, result.session_id)  # the task's retry
+    handle_pending(runtime, result.session_id)  # and a second run of a finished session
+    [redone] = runtime.memory.newest(scope)
+    # The retry's own recall; its model answered from the logged tool result, and what the
+    # attempt that died recalled was never counted.
+    assert redone.recall_count == stored.recall_count + 1
+    assert redone.last_recalled_at is not None
+    runtime._llm = offline  # asks the recall tool, then answers
+    _send(runtime, _msg("when does the pager rotation flip?", thread="t3"))
+    [asked] = runtime.memory.newest(scope)
+    # Once by the turn's own recall (the best recall_k of its pool), once by the recall tool.
+    assert asked.recall_count == redone.recall_count + 2
