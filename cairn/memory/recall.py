@@ -31,7 +31,7 @@ from cairn.memory.records import CONFIRM, UNCONFIRM, Memory, visible_to, voucher
 from cairn.memory.scope import Scope
 from cairn.memory.speakers import named_speaker
 from cairn.memory.supersession import as_of, stale, valid_at
-from cairn.memory.terms import terms
+from cairn.memory.terms import term_set, terms
 
 __all__ = ["Candidates", "Recall", "Recalled", "count_recalls"]
 
@@ -393,7 +393,7 @@ class Recall:
             rows = conn.execute(self._lexical_statement(scope, len(looked_for)), params).all()
         scored = []
         for memory_id, text in rows:
-            overlap = len(wanted & set(terms(text)))
+            overlap = len(wanted & term_set(text))
             if overlap:
                 scored.append((memory_id, overlap / len(wanted)))
         scored.sort(key=lambda pair: -pair[1])

@@ -9,6 +9,7 @@ paint?"); this module says which words name an author, so the comparison is one 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from cairn.memory.terms import terms
 
@@ -18,6 +19,7 @@ __all__ = ["named_speaker", "speaker_terms"]
 _LOCAL_PART = re.compile(r"^@?([^:@]*)")
 
 
+@lru_cache(maxsize=4096)
 def speaker_terms(author: str) -> frozenset[str]:
     """The terms that name ``author``: those of the part of an id before its server or domain.
 

@@ -41,7 +41,7 @@ from cairn.memory.records import (
 from cairn.memory.restatement import claim, restates
 from cairn.memory.scope import Scope, Source, Visibility
 from cairn.memory.supersession import Judge, reassert, reopen, supersede
-from cairn.memory.terms import terms
+from cairn.memory.terms import term_set, terms
 from cairn.sessions.events import conversation_name
 
 if TYPE_CHECKING:
@@ -357,7 +357,7 @@ class MemoryStore:
                 )
             ).all()
             for row in live:
-                if mine <= set(terms(row.text)):  # the new text adds no term: a restatement
+                if mine <= term_set(row.text):  # the new text adds no term: a restatement
                     return row.id
             return None
 

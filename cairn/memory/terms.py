@@ -10,8 +10,9 @@ import re
 import unicodedata
 import zlib
 from collections import Counter
+from functools import lru_cache
 
-__all__ = ["STOPWORDS", "sparse_vector", "stem", "terms"]
+__all__ = ["STOPWORDS", "sparse_vector", "stem", "term_set", "terms"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _K1 = 1.2
@@ -43,6 +44,17 @@ def stem(word: str) -> str:
 def terms(text: str) -> list[str]:
     """The searchable terms of ``text``: case- and accent-folded, stopwords dropped, stemmed."""
     return [stem(w) for w in _WORD.findall(_fold(text)) if w not in STOPWORDS]
+
+
+@lru_cache(maxsize=8192)
+def term_set(text: str) -> frozenset[str]:
+    """The distinct :func:`terms` of ``text``, remembered for the last texts asked about.
+
+    For the texts of stored memories, which recall and the write checks read again and again
+    (the newest 500 that share a word with a query, when recall runs without the index): a
+    lookup instead of folding, splitting and stemming each one every time.
+    """
+    return frozenset(terms(text))
 
 
 def sparse_vector(text: str) -> tuple[list[int], list[float]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
 from sqlalchemy import text
 from sqlmodel import col, select
 
@@ -49,3 +50,30 @@ def test_a_filter_on_an_aware_time_compares_instants(database: Database) -> None
     with database.session() as s:
         before = s.exec(select(Tenant.id).where(col(Tenant.created_at) < cutoff)).all()
     assert before == ["early"]
+
+
+def test_times_written_by_hand_or_by_sqlite_itself_read_back_in_utc(database: Database) -> None:
+    """The fast read of SQLite's own format leaves every other shape to the usual path."""
+    if not database.is_sqlite:
+        pytest.skip("PostgreSQL stores a zone with each time; the first test covers it")
+    written = {
+        "micro": "2024-03-04 12:00:00.000005",
+        "seconds": "2024-03-04 12:00:00",
+        "iso": "2024-03-04T12:00:00.250000",
+    }
+    with database.session() as s:
+        for name, when in written.items():
+            s.exec(  # type: ignore[call-overload]
+                text(
+                    "INSERT INTO tenant (id, platform, name, created_at) VALUES (:i, 'x', '', :t)"
+                ),
+                params={"i": name, "t": when},
+            )
+    with database.session() as s:
+        read = {t.id: t.created_at for t in s.exec(select(Tenant)).all()}
+    assert read == {
+        "micro": datetime(2024, 3, 4, 12, 0, 0, 5, tzinfo=UTC),
+        "seconds": datetime(2024, 3, 4, 12, tzinfo=UTC),
+        "iso": datetime(2024, 3, 4, 12, 0, 0, 250000, tzinfo=UTC),
+    }
+    assert all(when.tzinfo is UTC for when in read.values())
