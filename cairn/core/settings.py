@@ -522,7 +522,9 @@ class Settings(BaseModel):
     share_emoji: list[str] = ["mega", "loudspeaker"]
     admins: list[str] = []
     # Whose confirmation alone makes a doubtful memory (flagged, or from an untrusted author)
-    # count, besides admins: user ids (JSON list). Otherwise two members have to confirm it.
+    # count, besides admins: user ids and Slack user group ids ("S0614TZR7", whose members
+    # the Slack frontend asks for; scope usergroups:read), as a JSON list. Otherwise two
+    # members have to confirm it.
     stewards: list[str] = []
     # Authors whose memories start unconfirmed and rank lower (user ids, JSON list).
     untrusted_users: list[str] = []

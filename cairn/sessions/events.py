@@ -116,7 +116,9 @@ class ChatEvent:
 
     What the platform says of the author, with defaults that grant nothing: ``untrusted`` is
     true for a guest or another bot (what they teach starts unconfirmed and ranks lower);
-    ``admin`` is true for a workspace or room admin (who may retract anyone's memory).
+    ``admin`` is true for a workspace or room admin (who may retract anyone's memory);
+    ``steward`` for a member of a group CAIRN_STEWARDS names (a Slack user group), whose
+    confirmation alone makes a doubtful memory count.
     ``private`` is true unless the frontend knows the conversation is public (a public Slack
     channel, a public unencrypted Matrix room): what is learned in a private one stays there.
     ``isolated`` is true for a conversation shared with another organisation (Slack Connect):
@@ -150,6 +152,7 @@ class ChatEvent:
     addressed: bool = True
     untrusted: bool = False
     admin: bool = False
+    steward: bool = False
     private: bool = True
     isolated: bool = False
     conversation: str = ""

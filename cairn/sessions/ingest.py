@@ -249,6 +249,7 @@ def _reaction(log: EventLog, event: ChatEvent, settings: Settings | None) -> Ing
                     "outbound_id": target.id,
                     "removed": event.type is EventType.REACTION_REMOVED,
                     "admin": event.admin,
+                    **({"steward": True} if event.steward else {}),
                     "untrusted": event.untrusted,
                     "private": event.private,
                     **({"isolated": True} if event.isolated else {}),

@@ -78,7 +78,8 @@ def apply_reaction(
     confirmer = Confirmer(
         event.user,
         outsider=event.data.get("untrusted") is True,
-        steward=admin or event.user in rt.settings.stewards,
+        # A member of a steward user group, as the frontend found, or a steward by user id.
+        steward=admin or event.data.get("steward") is True or event.user in rt.settings.stewards,
     )
     verdicts: dict[int, Verdict] = {}
     for memory_id, action in actions:

@@ -144,6 +144,8 @@ class SlackAPI(BackgroundServer):
         self.tokens: dict[str, tuple[str, str, str]] = {BOT_TOKEN: (team, BOT_USER, BOT_ID)}
         # People of the workspace by user id (users.info); unknown U... ids are plain members.
         self.users: dict[str, JSON] = {}
+        # User groups by id (usergroups.users.list): their members' user ids.
+        self.user_groups: dict[str, list[str]] = {}
         # Conversations by id (conversations.info); of the others, C... ids are public channels,
         # G... ids private groups and D... ids DMs, and the rest are not found.
         self.channels: dict[str, JSON] = {}
@@ -212,6 +214,11 @@ class SlackAPI(BackgroundServer):
         another organisation: ``team_id="T0OTHER"``)."""
         with self._lock:
             self.users[user] = {"id": user, "team_id": self.team, "name": user.lower(), **flags}
+
+    def add_user_group(self, group: str, members: list[str]) -> None:
+        """A user group (``S...``) and its members, for usergroups.users.list."""
+        with self._lock:
+            self.user_groups[group] = list(members)
 
     def add_channel(self, channel: str, kind: str, **fields: Any) -> None:
         """A conversation for conversations.info: ``kind`` is public, private (a private
@@ -541,6 +548,14 @@ class SlackAPI(BackgroundServer):
             **(known or {}),
         }
         return {"ok": True, "user": profile}
+
+    def _usergroups_users_list(self, args: JSON) -> JSON:
+        group = str(args.get("usergroup") or "")
+        with self._lock:
+            members = self.user_groups.get(group)
+        if members is None:
+            return {"ok": False, "error": "no_such_subteam"}
+        return {"ok": True, "users": list(members)}
 
     def _conversations_info(self, args: JSON) -> JSON:
         channel = str(args.get("channel") or "")

@@ -38,6 +38,7 @@ REQUIRED_BOT_SCOPES = (
     "assistant:write",
     "commands",
     "files:read",  # files shared with the bot (docs/adr/0040)
+    "usergroups:read",  # members of the steward user groups (docs/adr/0035)
 )
 REQUIRED_BOT_EVENTS = (
     "app_mention",

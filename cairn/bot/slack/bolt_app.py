@@ -183,7 +183,10 @@ def register(
             by = Confirmer(
                 user,
                 outsider=person.outsider,
-                steward=person.admin or user in rt.settings.admins or user in rt.settings.stewards,
+                steward=person.admin
+                or person.steward
+                or user in rt.settings.admins
+                or user in rt.settings.stewards,
             )
             said = confirm_memory(rt, tenant_of(team), memory_id, by)
         else:  # workspace admins may retract

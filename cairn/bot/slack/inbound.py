@@ -81,7 +81,7 @@ class Inbound:
         self.dedupe = dedupe
         self.delivery = delivery
         self.spool = spool
-        self.people = People(workspaces)
+        self.people = People(workspaces, stewards=self.settings.stewards)
         self.conversations = Conversations(workspaces)
         self.clicks = ApprovalClicks(
             pipeline, workspaces, self.people, self.conversations, self.settings
@@ -431,6 +431,7 @@ class Inbound:
                 target_id=target,
                 # Only an added reaction needs these: a removal undoes what was recorded.
                 admin=not removed and self.people.person(team, user).admin,
+                steward=not removed and self.people.person(team, user).steward,
                 untrusted=not removed and self.people.person(team, user).outsider,
                 # The memories on the message are read where it was posted.
                 private=self.conversations.private(team, channel),

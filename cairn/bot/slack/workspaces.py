@@ -56,6 +56,7 @@ BOT_SCOPES = (
     "assistant:write",
     "commands",
     "files:read",
+    "usergroups:read",
 )
 # How long an install link (its OAuth state) stays valid.
 STATE_SECONDS = 600
