@@ -10,11 +10,14 @@ cold memories nobody confirmed or recalled for CAIRN_MEMORY_PRUNE_AFTER_DAYS; no
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import update
-from sqlmodel import col, select
+from sqlalchemy import bindparam, update
+from sqlalchemy import select as sa_select
+from sqlmodel import col
 
 from cairn.core.errors import InvalidInput
 from cairn.core.progress import ProgressCallback
@@ -37,7 +40,7 @@ class TierReport:
     counts: dict[str, int]
 
 
-def standing_score(row: MemoryRow, now: datetime, half_life_days: float) -> float:
+def standing_score(row: MemoryRow | Any, now: datetime, half_life_days: float) -> float:
     """Decay of the last touch, lifted by recalls, usefulness and validity (0 .. ~3)."""
     touched = max(row.created_at, row.last_recalled_at or row.created_at)
     lift = 1.0 + 0.25 * math.log1p(row.recall_count)
@@ -57,45 +60,79 @@ def rotate_tiers(
 
     ``progress`` hears (memories placed, live memories). Raises InvalidInput when ``tenant``
     is empty: rotation is always scoped to one tenant.
+
+    Only the columns the score needs are read, and the moves are written in short
+    transactions of at most ``WRITE_CHUNK`` memories, so that a home of 100,000 memories does
+    not hold SQLite's single write lock for the whole rotation while messages wait for it (it
+    held it for over 30 s, and turns failed with "database is locked").
     """
     if not tenant:
         raise InvalidInput("tier rotation needs a tenant")
     now = now or utcnow()
     moved = dict.fromkeys(TIERS, 0)
-    with db.session() as s:
-        rows = s.exec(
-            select(MemoryRow).where(
-                MemoryRow.tenant_id == tenant, col(MemoryRow.retracted).is_(False)
-            )
-        ).all()
-        scored = sorted(
-            ((standing_score(r, now, policy.half_life_days), r) for r in rows),
-            key=lambda pair: (-pair[0], -(pair[1].id or 0)),
-        )
-        wanted: dict[int, str] = {}
-        hot = warm = 0
-        for score, row in scored:
-            tier = "hot" if score >= policy.warm_below else "warm"
-            if score < policy.cold_below:
-                tier = "cold"
-            if tier == "hot" and hot >= policy.hot_budget:
-                tier = "warm"
-            if tier == "warm" and warm >= policy.warm_budget:
-                tier = "cold"
-            hot += tier == "hot"
-            warm += tier == "warm"
-            wanted[row.id or 0] = tier
-        for done, row in enumerate(rows, 1):
-            tier = wanted[row.id or 0]
-            if row.tier != tier:
-                moved[tier] += 1
-                s.exec(update(MemoryRow).where(col(MemoryRow.id) == row.id).values(tier=tier))
+    with db.engine.connect() as conn:
+        rows = conn.execute(_SCORED, {"tenant": tenant}).all()
+    scored = sorted(
+        ((standing_score(r, now, policy.half_life_days), r) for r in rows),
+        key=lambda pair: (-pair[0], -pair[1].id),
+    )
+    wanted: dict[int, str] = {}
+    hot = warm = 0
+    for score, row in scored:
+        tier = "hot" if score >= policy.warm_below else "warm"
+        if score < policy.cold_below:
+            tier = "cold"
+        if tier == "hot" and hot >= policy.hot_budget:
+            tier = "warm"
+        if tier == "warm" and warm >= policy.warm_budget:
+            tier = "cold"
+        hot += tier == "hot"
+        warm += tier == "warm"
+        wanted[row.id] = tier
+    moves: dict[str, list[int]] = {tier: [] for tier in TIERS}
+    for row in rows:
+        if row.tier != wanted[row.id]:
+            moves[wanted[row.id]].append(row.id)
+    done = len(rows) - sum(len(ids) for ids in moves.values())
+    for tier, ids in moves.items():
+        for chunk in _chunks(ids):
+            with db.engine.begin() as conn:
+                conn.execute(_MOVE, {"ids": chunk, "tier": tier})
+            moved[tier] += len(chunk)
+            done += len(chunk)
             if progress is not None:
                 progress(done, len(rows))
-        counts = dict.fromkeys(TIERS, 0)
-        for tier in wanted.values():
-            counts[tier] += 1
+    if progress is not None:
+        progress(len(rows), len(rows))
+    counts = dict.fromkeys(TIERS, 0)
+    for tier in wanted.values():
+        counts[tier] += 1
     return TierReport(moved=moved, pruned=0, counts=counts)
+
+
+# The most memories one write transaction of rotation or collection changes.
+WRITE_CHUNK = 500
+
+_SCORED = sa_select(
+    col(MemoryRow.id),
+    col(MemoryRow.tier),
+    col(MemoryRow.created_at),
+    col(MemoryRow.last_recalled_at),
+    col(MemoryRow.recall_count),
+    col(MemoryRow.usefulness),
+    col(MemoryRow.validity),
+).where(col(MemoryRow.tenant_id) == bindparam("tenant"), col(MemoryRow.retracted).is_(False))
+
+_MOVE = (
+    update(MemoryRow)
+    .where(col(MemoryRow.id).in_(bindparam("ids", expanding=True)))
+    .values(tier=bindparam("tier"))
+)
+
+
+def _chunks(ids: Sequence[int]) -> Iterator[list[int]]:
+    for start in range(0, len(ids), WRITE_CHUNK):
+        yield list(ids[start : start + WRITE_CHUNK])
 
 
 def collect_garbage(
@@ -120,36 +157,50 @@ def collect_garbage(
     report = rotate_tiers(db, tenant, policy, now=now, progress=progress) if not dry_run else None
     placed = sum(report.counts.values()) if report is not None else 0
     cutoff = now - timedelta(days=policy.prune_after_days)
-    with db.session() as s:
+    with db.engine.connect() as conn:
         stale = [
-            r
-            for r in s.exec(
-                select(MemoryRow).where(
-                    MemoryRow.tenant_id == tenant,
-                    col(MemoryRow.retracted).is_(False),
-                    col(MemoryRow.confirmed).is_(False),
-                    col(MemoryRow.usefulness) <= 0,
-                )
-            ).all()
+            r.id
+            for r in conn.execute(_UNTOUCHED, {"tenant": tenant}).all()
             if (r.last_recalled_at or r.created_at) < cutoff
             and r.created_at < cutoff
             and (r.tier == "cold" or dry_run)
         ]
-        if not dry_run:
-            for done, row in enumerate(stale, 1):
-                if progress is not None:
-                    progress(placed + done, placed + len(stale))
-                row.retracted = True
-                row.retracted_at = now
-                row.retracted_by = "gc"
-                row.retraction_reason = (
-                    f"gc: cold and untouched for {policy.prune_after_days:g} days"
+    if not dry_run:
+        reason = f"gc: cold and untouched for {policy.prune_after_days:g} days"
+        done = 0
+        for chunk in _chunks(stale):  # short transactions, as rotation's
+            with db.session() as s:
+                s.exec(
+                    update(MemoryRow)
+                    .where(col(MemoryRow.id).in_(chunk), col(MemoryRow.retracted).is_(False))
+                    .values(
+                        retracted=True,
+                        retracted_at=now,
+                        retracted_by="gc",
+                        retraction_reason=reason,
+                        updated_at=now,
+                    )
                 )
-                row.updated_at = now
-                s.add(row)
-                s.add(MemoryOutbox(memory_id=row.id or 0, op="delete"))
+                s.add_all(MemoryOutbox(memory_id=mid, op="delete") for mid in chunk)
+            done += len(chunk)
+            if progress is not None:
+                progress(placed + done, placed + len(stale))
     if progress is not None:
         progress(placed + len(stale), placed + len(stale))
     if report is None:
         return TierReport(moved=dict.fromkeys(TIERS, 0), pruned=len(stale), counts={})
     return TierReport(moved=report.moved, pruned=len(stale), counts=report.counts)
+
+
+# What collection reads of the memories it may prune (the rest is decided here, by the clock).
+_UNTOUCHED = sa_select(
+    col(MemoryRow.id),
+    col(MemoryRow.tier),
+    col(MemoryRow.created_at),
+    col(MemoryRow.last_recalled_at),
+).where(
+    col(MemoryRow.tenant_id) == bindparam("tenant"),
+    col(MemoryRow.retracted).is_(False),
+    col(MemoryRow.confirmed).is_(False),
+    col(MemoryRow.usefulness) <= 0,
+)

@@ -8,14 +8,16 @@ import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from cairn.core.errors import InvalidInput
 from cairn.core.settings import MemorySettings
 from cairn.db import Database
 from cairn.db.models import MemoryRow
-from cairn.memory import MemoryStore, Scope, Source, Visibility
+from cairn.memory import MemoryStore, Scope, Source, Visibility, tiers
 from cairn.memory.embed import build_embedder
 from cairn.memory.index import EdgeIndex, QdrantIndex, port
 from cairn.memory.portable import export_memories, import_memories
@@ -194,6 +196,44 @@ def test_gc_tombstones_stale_cold_memories_and_keeps_confirmed_ones(store: Memor
     assert pruned.retracted  # a tombstone, not a delete
     assert {m.id for m in store.newest(OPS)} == {confirmed.id, recent.id}
     assert [r.memory.id for r in store.recall("old guess proxy", OPS)] != [stale.id]
+
+
+def test_rotation_and_collection_write_in_short_transactions(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A home of 100,000 memories held SQLite's one write lock for the whole rotation (over
+    30 s) and messages failed with "database is locked": each transaction now changes a few."""
+    monkeypatch.setattr(tiers, "WRITE_CHUNK", 4, raising=False)
+    ids = [store.remember(f"rotated fact {n} about topic {n}", OPS).memory.id for n in range(11)]
+    for memory_id in ids:
+        _age(store.db, memory_id, 800)  # cold, and stale enough to collect
+    changed: list[int] = []  # memory rows changed by each write transaction
+    running = [0]
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("UPDATE MEMORY "):
+            running[0] += max(cursor.rowcount, 0)
+
+    def commit(conn: Any) -> None:
+        if running[0]:
+            changed.append(running[0])
+        running[0] = 0
+
+    event.listen(store.db.engine, "after_cursor_execute", count)
+    event.listen(store.db.engine, "commit", commit)
+    try:
+        report = rotate_tiers(store.db, "acme", MemorySettings(half_life_days=30))
+        assert report.moved["cold"] == 11
+        assert changed == [4, 4, 3]
+        changed.clear()
+        assert collect_garbage(store.db, "acme", MemorySettings(prune_after_days=365)).pruned == 11
+        assert changed == [4, 4, 3]
+    finally:
+        event.remove(store.db.engine, "after_cursor_execute", count)
+        event.remove(store.db.engine, "commit", commit)
+    store.flush_outbox()
+    assert store.newest(OPS) == []  # every one tombstoned, and out of the index
+    assert store.recall("rotated fact topic", OPS) == []
 
 
 def test_bulk_operations_need_an_explicit_tenant(store: MemoryStore) -> None:
