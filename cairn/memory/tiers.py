@@ -10,7 +10,6 @@ cold memories nobody confirmed or recalled for CAIRN_MEMORY_PRUNE_AFTER_DAYS; no
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,6 +23,7 @@ from cairn.core.progress import ProgressCallback
 from cairn.core.settings import MemorySettings
 from cairn.db import Database
 from cairn.db.models import MemoryOutbox, MemoryRow, utcnow
+from cairn.memory.erasure import chunks
 from cairn.memory.ranking import decay
 
 __all__ = ["TierReport", "collect_garbage", "rotate_tiers", "standing_score"]
@@ -95,7 +95,7 @@ def rotate_tiers(
             moves[wanted[row.id]].append(row.id)
     done = len(rows) - sum(len(ids) for ids in moves.values())
     for tier, ids in moves.items():
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids, WRITE_CHUNK):
             with db.engine.begin() as conn:
                 conn.execute(_MOVE, {"ids": chunk, "tier": tier})
             moved[tier] += len(chunk)
@@ -128,11 +128,6 @@ _MOVE = (
     .where(col(MemoryRow.id).in_(bindparam("ids", expanding=True)))
     .values(tier=bindparam("tier"))
 )
-
-
-def _chunks(ids: Sequence[int]) -> Iterator[list[int]]:
-    for start in range(0, len(ids), WRITE_CHUNK):
-        yield list(ids[start : start + WRITE_CHUNK])
 
 
 def collect_garbage(
@@ -168,7 +163,7 @@ def collect_garbage(
     if not dry_run:
         reason = f"gc: cold and untouched for {policy.prune_after_days:g} days"
         done = 0
-        for chunk in _chunks(stale):  # short transactions, as rotation's
+        for chunk in chunks(stale, WRITE_CHUNK):  # short transactions, as rotation's
             with db.session() as s:
                 s.exec(
                     update(MemoryRow)
