@@ -11,10 +11,11 @@ hourly with the tier rotation; ``cairn memory gc`` runs it too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from cairn.core.settings import WorkerSettings
 from cairn.db import Database
@@ -44,6 +45,13 @@ class RetentionReport:
     episodes: int = 0
 
 
+# Rows a transaction deletes at most: an import of years of history can leave 100,000 episodes
+# past the cutoff, and one transaction for all of them would hold SQLite's single write lock
+# while every message waits (as tier rotation did, docs/adr/0041).
+WRITE_CHUNK = 500
+SESSION_CHUNK = 50  # sessions, each with its whole log
+
+
 def apply_retention(
     db: Database,
     index: VectorIndex | None,
@@ -56,64 +64,105 @@ def apply_retention(
     """Delete ``tenant``'s sessions idle for longer than ``policy.retention_session_days`` and
     its unconfirmed episodes older than ``policy.retention_episode_days`` (each unset: none).
 
-    Episodes' index points go first. Raises IndexUnavailable when there are episodes to delete
-    and the index cannot be reached (nothing is deleted then; the next run tries again).
+    The deletions run in short transactions (``SESSION_CHUNK`` sessions, ``WRITE_CHUNK``
+    episodes), each asking again whether its rows are still due: a session that woke up or an
+    episode confirmed meanwhile stays. A run stopped part-way has deleted whole chunks; the
+    next run deletes the rest. Episodes' index points go first. Raises IndexUnavailable when
+    there are episodes to delete and the index cannot be reached (nothing more is deleted then;
+    the next run tries again).
     """
     now = now or utcnow()
-    plan = Removal()
+    session_cutoff = _cutoff(now, policy.retention_session_days)
+    episode_cutoff = _cutoff(now, policy.retention_episode_days)
     with db.session() as s:
-        if policy.retention_session_days is not None:
-            cutoff = now - timedelta(days=policy.retention_session_days)
-            old = set(
-                s.exec(
-                    select(AgentSession.id).where(
-                        AgentSession.tenant_id == tenant, col(AgentSession.updated_at) < cutoff
-                    )
-                ).all()
+        sessions = _idle_sessions(s, tenant, session_cutoff)
+        episodes = _old_episodes(s, tenant, episode_cutoff)
+        if dry_run:
+            events = ids_of(s, SessionEvent.id, SessionEvent.session_id, sessions)
+            return RetentionReport(len(sessions), len(events), len(episodes))
+    gone = RetentionReport()
+    for chunk in chunks(sessions, SESSION_CHUNK):
+        with db.session() as s:
+            plan = _session_removal(s, _idle_sessions(s, tenant, session_cutoff, among=chunk))
+            if plan.sessions:
+                remove(s, index, plan)
+                ids = sorted(plan.sessions)
+                delete_in(s, ContextTelemetry, ContextTelemetry.session_id, ids)
+                delete_in(s, AgentSession, AgentSession.id, ids)
+        gone = replace(
+            gone, sessions=gone.sessions + len(plan.sessions), events=gone.events + len(plan.events)
+        )
+    for chunk in chunks(episodes, WRITE_CHUNK):
+        with db.session() as s:
+            due = _old_episodes(s, tenant, episode_cutoff, among=chunk)
+            if due:
+                remove(s, index, Removal(memories=set(due)))
+        gone = replace(gone, episodes=gone.episodes + len(due))
+    return gone
+
+
+def _cutoff(now: datetime, days: float | None) -> datetime | None:
+    return None if days is None else now - timedelta(days=days)
+
+
+def _idle_sessions(
+    s: Session, tenant: str, cutoff: datetime | None, among: Sequence[int] | None = None
+) -> list[int]:
+    """``tenant``'s sessions (of ``among``, when given) last active before ``cutoff``, less
+    those with an event still waiting to be handled; none without a cutoff."""
+    if cutoff is None:
+        return []
+    query = select(AgentSession.id).where(
+        AgentSession.tenant_id == tenant, col(AgentSession.updated_at) < cutoff
+    )
+    if among is not None:
+        query = query.where(col(AgentSession.id).in_(among))
+    old = sorted(sid for sid in s.exec(query).all() if sid is not None)
+    waiting = {
+        sid
+        for chunk in chunks(old)
+        for sid in s.exec(
+            select(SessionEvent.session_id).where(
+                col(SessionEvent.session_id).in_(chunk),
+                SessionEvent.status == EventStatus.PENDING,
             )
-            waiting = {
-                sid
-                for chunk in chunks(sorted(sid for sid in old if sid is not None))
-                for sid in s.exec(
-                    select(SessionEvent.session_id).where(
-                        col(SessionEvent.session_id).in_(chunk),
-                        SessionEvent.status == EventStatus.PENDING,
-                    )
-                ).all()
-            }
-            plan.sessions = {sid for sid in old - waiting if sid is not None}
-        if policy.retention_episode_days is not None:
-            cutoff = now - timedelta(days=policy.retention_episode_days)
-            plan.memories = {
-                mid
-                for mid in s.exec(
-                    select(MemoryRow.id).where(
-                        MemoryRow.tenant_id == tenant,
-                        MemoryRow.kind == "episode",
-                        col(MemoryRow.confirmed).is_(False),
-                        col(MemoryRow.created_at) < cutoff,
-                    )
-                ).all()
-                if mid is not None
-            }
-        sessions = sorted(plan.sessions)
-        if sessions:
-            plan.events = ids_of(s, SessionEvent.id, SessionEvent.session_id, sessions)
-            plan.outbound = ids_of(s, OutboundMessage.id, OutboundMessage.session_id, sessions)
-            plan.approvals = ids_of(s, ToolApproval.id, ToolApproval.session_id, sessions)
-            cards = ids_of(s, ContextArtifact.id, ContextArtifact.session_id, sessions)
-            plan.context_artifacts = cards
-            plan.artifacts = {
-                sha
-                for chunk in chunks(sorted(cards))
-                for sha in s.exec(
-                    select(ContextArtifact.sha256).where(col(ContextArtifact.id).in_(chunk))
-                ).all()
-            }
-        report = RetentionReport(len(plan.sessions), len(plan.events), len(plan.memories))
-        if dry_run or not (plan.sessions or plan.memories):
-            return report
-        remove(s, index, plan)
-        delete_in(s, ContextTelemetry, ContextTelemetry.session_id, sessions)
-        delete_in(s, AgentSession, AgentSession.id, sessions)
-    return report
+        ).all()
+    }
+    return [sid for sid in old if sid not in waiting]
+
+
+def _old_episodes(
+    s: Session, tenant: str, cutoff: datetime | None, among: Sequence[int] | None = None
+) -> list[int]:
+    """``tenant``'s unconfirmed episodes (of ``among``, when given) written before ``cutoff``;
+    none without a cutoff."""
+    if cutoff is None:
+        return []
+    query = select(MemoryRow.id).where(
+        MemoryRow.tenant_id == tenant,
+        MemoryRow.kind == "episode",
+        col(MemoryRow.confirmed).is_(False),
+        col(MemoryRow.created_at) < cutoff,
+    )
+    if among is not None:
+        query = query.where(col(MemoryRow.id).in_(among))
+    return sorted(mid for mid in s.exec(query).all() if mid is not None)
+
+
+def _session_removal(s: Session, sessions: list[int]) -> Removal:
+    """What deleting ``sessions`` takes out: their log, replies, approvals and artifacts."""
+    plan = Removal(sessions=set(sessions))
+    if not sessions:
+        return plan
+    plan.events = ids_of(s, SessionEvent.id, SessionEvent.session_id, sessions)
+    plan.outbound = ids_of(s, OutboundMessage.id, OutboundMessage.session_id, sessions)
+    plan.approvals = ids_of(s, ToolApproval.id, ToolApproval.session_id, sessions)
+    plan.context_artifacts = ids_of(s, ContextArtifact.id, ContextArtifact.session_id, sessions)
+    plan.artifacts = {
+        sha
+        for chunk in chunks(sorted(plan.context_artifacts))
+        for sha in s.exec(
+            select(ContextArtifact.sha256).where(col(ContextArtifact.id).in_(chunk))
+        ).all()
+    }
+    return plan

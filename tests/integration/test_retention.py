@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -146,3 +147,60 @@ def test_memory_gc_tells_what_retention_would_delete_and_then_deletes_it(
     assert "retention: deleted 1 sessions (4 events) and 1 episodes" in done.output
     doctor = runner.invoke(main, ["memory", "doctor", "--json"])
     assert json.loads(doctor.output)["healthy"], doctor.output
+
+
+def test_retention_deletes_in_short_transactions_and_keeps_what_became_due_no_more(
+    retaining: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import of years of history can leave 100,000 episodes past the cutoff: deleting them
+    in one transaction held SQLite's single write lock while every message waited. Each
+    transaction now deletes a few and asks again whether they are still due, so an episode
+    confirmed after the run began is kept."""
+    from sqlalchemy import event, text
+
+    from cairn.memory import retention
+
+    monkeypatch.setattr(retention, "WRITE_CHUNK", 2, raising=False)
+    monkeypatch.setattr(retention, "SESSION_CHUNK", 1, raising=False)
+    rt = retaining
+    for thread in ("t-a", "t-b", "t-c"):
+        _say(rt, thread, f"what runs on cluster {thread}?")
+        _age(rt, thread)
+    old = [
+        rt.memory.remember(
+            f"amy: host {n} was rebooted", SCOPE, kind="episode", created_at=LONG_AGO
+        ).memory.id
+        for n in range(5)
+    ]
+    deleted: list[tuple[str, int]] = []  # (table, rows) deleted by each write transaction
+    running: dict[str, int] = {}
+    confirmed_meanwhile = [False]
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        words = statement.split()
+        if words[:2] == ["DELETE", "FROM"] and words[2] in ("memory", "agent_session"):
+            running[words[2]] = running.get(words[2], 0) + max(cursor.rowcount, 0)
+            if words[2] == "memory" and not confirmed_meanwhile[0]:
+                confirmed_meanwhile[0] = True  # a steward confirms the last one meanwhile
+                confirm = text("UPDATE memory SET confirmed = true WHERE id = :id")
+                conn.execute(confirm, {"id": old[-1]})
+
+    def commit(conn: Any) -> None:
+        deleted.extend(sorted(running.items()))
+        running.clear()
+
+    event.listen(rt.db.engine, "after_cursor_execute", count)
+    event.listen(rt.db.engine, "commit", commit)
+    try:
+        rotate_tiers(rt)
+    finally:
+        event.remove(rt.db.engine, "after_cursor_execute", count)
+        event.remove(rt.db.engine, "commit", commit)
+    assert deleted == [("agent_session", 1)] * 3 + [("memory", 2), ("memory", 2)]
+    with rt.db.session() as s:
+        assert s.exec(select(AgentSession)).all() == []
+        kept = set(s.exec(select(MemoryRow.id)).all())
+    assert kept == {old[-1]}  # confirmed after the run began: no longer due
+    assert rt.memory.index is not None
+    assert rt.memory.index.count() == 1
+    rt.close()
