@@ -59,6 +59,7 @@ _PASSWORD_WORDS = """
     community-string snmp-community comunitatea app-password app-passwort
     memorable-information პაროლი პაროლია გასაღები գաղտնաբառ գաղտնաբառը የይለፍ-ቃል
     wpa-psk psk пароль пароля паролем пароли парола гасло гасла кодове přihlašovací-údaje
+    кодовая кодовое кодовое-слово
     prihlasovaci-udaje كلمة-المرور كلمة-السر كلمة-سر كلمه-سر كلمةالمرور رمز-عبور رمزعبور گذرواژه
     पासवर्ड पासकोड পাসওয়ার্ড รหัสผ่าน รหัส mật-khẩu matkhau パスワード 密码 密碼 口令 비밀번호 비번 암호
 """.split()  # noqa: SIM905 (a word list reads best as prose)
@@ -70,7 +71,7 @@ _CODE_WORDS = """
     codigo code cid セキュリティコード 安全码 보안코드 security-code código-de-seguridad larmkod
     larmkoden alarmcode alarmkod türcode turcode pinkod pinkoden пин пин-код
     код digicode puk cvv cvc cvv2 cvc2 csc tür-code kód kódja kódot codi کد কোড รหัสประตู κωδικός
-    קוד कोड 暗証番号 비밀코드
+    קוד कोड 暗証番号 비밀코드 keypad 도어락
 """.split()  # noqa: SIM905 (a word list reads best as prose)
 # What a key, token or secret is called.
 _KEY_WORDS = """
@@ -117,7 +118,7 @@ _OPENS_ANYWHERE = re.compile(
     r"(?i)\b(?:door|doors|gate|alarm|safe|keypad|lock|padlock|locker|server ?room|tür|porte"
     r"|puerta|porta|portão|alarme|alarma|allarme|tresor|coffre|caja fuerte|kluis|deur|drzwi"
     r"|dörr|dør|sejf|lockbox|key ?box|cage|sleutelkast(?:je)?|kluisje|schlüsselkasten|safe box"
-    r"|register|registers|kassa|caisse|till|pos|terminal)\b"
+    r"|register|registers|kassa|caisse|till|pos|terminal|도어락|서버실|출입문|현관문)\b"
 )
 # The same, said after "code": "code de la porte", "código de la puerta", "Code für die Tür".
 _OPENS_AFTER = re.compile(
@@ -127,6 +128,15 @@ _OPENS_AFTER = re.compile(
     r"|cofre|caja|safe|tresor|kluis|sejf|cadenas|candado|lucchetto|wifi|wi-fi|entrée|entrada"
     r"|ingresso|eingang|ingang|wejścia|bâtiment|edificio|garage|garagem|local|salle|sala"
     r"|armoire|armario|digicode|keypad|lock)"
+)
+# Code words that, like "code", name a credential only with a connector and digits after them
+# and something they open: "the server room keypad is 571938#", not "keypad model 4200".
+_PLAIN_CODES = frozenset({"code", "codes", "override", "keypad", "도어락"})
+# Quotes that open a phrase, and what closes each.
+_QUOTES = {"«": "»", "„": "“", "“": "”", '"': '"', "'": "'", "‹": "›", "「": "」"}
+# Where a one-time code arrives: "the code that came to the on-call phone is 384912".
+_SENT_TO = re.compile(
+    r"(?i)\b(?:sms|texted|text message|phone|authenticator|2fa|mfa|otp|one-time|totp)\b"
 )
 # Codes of a card: CVV, CVC.
 _CARD_CODES = frozenset({"cvv", "cvc", "cvv2", "cvc2", "csc", "cid"})
@@ -167,7 +177,7 @@ _CONNECTORS = frozenset(
     був была это: είναι ήταν היא הוא هي هو है था थी là adalah ialah yaitu ni ay ialah ile és
     volt jsou bylo este fost er: er blev は が 是 为 為 는 은 이 가 입니다 です
     it's it’s that's that’s here's here’s c'est c’est c'était c’était è sono է ነው არის
-    改成 改为 换成 改為 變成 就是
+    改成 改为 换成 改為 變成 就是 번호 번호는
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # Words read past on the way to the value: articles, pronouns, particles, auxiliaries,
@@ -184,6 +194,7 @@ _SKIP = frozenset(
     ja и і та a также whatever whichever one ones what which that whoever try use now jetzt
     ahora maintenant agora ora nu teraz сейчас теперь şimdi nyt nå most ny nyní acum tani hiện
     sekarang sasa ngayon abhi अब 今 现在 지금
+    фраза фразы phrase frase φράση
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # After one of these, the next word is what the credential is for, not the credential.
@@ -239,6 +250,8 @@ _QUALIFIERS = frozenset(
         existing publishable sha sha256 sha1 md5 hashed invalid expired revoked missing
         posta pocztowy pocztowego poštovní postale postal
         verify identité identity style hpkp dkim
+        field fields column поле поля колонка столбец feld spalte champ colonne campo colonna
+        kolumna sloupec kolom sütun
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # Words after "code" or "key" that make it something else: "kod pocztowy", "código postal".
@@ -292,7 +305,9 @@ _MANAGERS = re.compile(r"(?i)1password|bitwarden|lastpass|keepass|passbolt|dashl
 # Parts of a placeholder name ("your_password_here", "tu_contraseña_aqui"), and the password
 # managers a reference names ("1Password'da").
 _PLACEHOLDER_PARTS = re.compile(
-    r"(?i)your|yours|here|aqui|aquí|ici|hier|qui|tu_|dein|votre|mein|my_|insert|enter|fill"
+    # ("ici", "hier", "qui" only as a part of their own: not inside quiet, hierarchy, felicity)
+    r"(?i)your|yours|here|aqui|aquí|(?<![^\W\d_])(?:ici|hier|qui)(?![^\W\d_])|tu_|dein|votre"
+    r"|mein|my_|insert|enter|fill"
     r"|_kamu|_anda|isi_dengan|ihr_|tuo_|seu_|sua_|twoj|jouw_|uw_|ваш"
     r"|replace|1password|bitwarden|lastpass|keepass|passbolt|dashlane|keeper|vault|cyberark"
     r"|hashicorp|infisical|akeyless|conjur|thycotic|example"
@@ -582,6 +597,16 @@ def _identifier(value: str) -> bool:
         return True  # a scope (feature_flag:write), a dotted setting (sasl.jaas.config=...)
     if re.match(r"[A-Za-z_][\w.]*\([\"'\w]", value) and "(" not in value[:2]:
         return True  # a call in code: retrieve_artifact("..."), getenv("X")
+    if re.fullmatch(r"[a-z_][a-z0-9_.]*\[[\"']?", value):
+        return True  # a lookup in code: cfg["api_key"], os.environ['TOKEN']
+    if re.fullmatch(
+        r"(?:application|text|image|audio|video|multipart|font|model|message)"
+        r"/[a-z0-9][\w.+\-]*(?:;\S*)?",
+        value,
+    ):
+        return True  # a media type: Accept: application/json
+    if re.fullmatch(r"[\u05d1\u05d4\u05d5\u05db\u05dc\u05de\u05e9]{1,2}-\S+", value):
+        return True  # a Hebrew prefix joined to a name by a hyphen: ה-Jupyter ("the Jupyter")
     if value[0] == "-" or re.search(r"\[[A-Za-z0-9_\-]+\]\{|\\[dws]", value):
         return True  # a flag; a regular expression
     if re.search(
@@ -868,10 +893,14 @@ def _window(
             return None  # a code is short: what follows is something else (a digest, a key)
         if (
             (phrase or ((connected or count == 0) and hyphened))
-            and re.fullmatch(r"[^\W\d_]+\d*(?:[-_.][^\W\d_]+\d*){2,}", value)
+            and re.fullmatch(r"[^\W\d_]+\d*(?:[-_.][^\W\d_]+\d*){2,}(?:[-_.]\d+)?", value)
             and not _identifier_besides_slug(value)
         ):
             return where  # a passphrase of words: velvet-thunder-pocket-gravel
+        if phrase and connected and raw[0] in _QUOTES:
+            close = text.find(_QUOTES[raw[0]], token.start() + 1, token.start() + 100)
+            if close - token.start() > 3 and "\n" not in text[token.start() : close]:
+                return token.start() + 1, close  # a phrase in quotes: «синий чайник под дождём»
         if phrase and connected and folded not in _SKIP and folded not in _FUNCTION_WORDS:
             words = re.match(r"(?:[^\W\d_]+\d*[ \u3000]+){2,9}[^\W\d_]+\d*", text[where[0] :])
             if words is not None and not _FUNCTION_WORDS & {
@@ -1090,11 +1119,14 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
         # English and French "code" waits for a connector ("the door code is 4711"), and is
         # a credential only when a word before it says what it opens: a payroll, project,
         # area or promo code is not one.
-        plain_code = _folded(word) in {"code", "codes", "override"}
+        plain_code = _folded(word) in _PLAIN_CODES
         opens = _OPENS_AFTER.match(text, end) if plain_code else None
         if opens is not None:
             end = opens.end()  # "code de la porte": the value comes after what it opens
-        door = _OPENS_ANYWHERE.search(text, max(0, k_start - 150), k_end + 60) is not None
+        door = (
+            _OPENS_ANYWHERE.search(text, max(0, k_start - 150), k_end + 60) is not None
+            or _SENT_TO.search(text, k_end, k_end + 60) is not None
+        )
         digits_next = re.match(r"\s*\d{4,8}[#*]?(?!\w)", text[end:]) is not None
         if (
             opens is None
@@ -1105,7 +1137,7 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
                 and (
                     digits_next
                     or re.search(
-                        r"(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé)\W+\d{4,8}[#*]?(?!\w)",
+                        r"(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé|번호\w?)\W+\d{4,8}[#*]?(?!\w)",
                         text[end : end + 80],
                     )
                 )
@@ -1113,7 +1145,7 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
         ):
             continue  # a payroll, project or promo code: no digits said to be it
         strong = word in _STRONG_CODES or (
-            kind == "PIN or code" and _folded(word) not in {"code", "codes", "code-pin", "override"}
+            kind == "PIN or code" and _folded(word) not in _PLAIN_CODES | {"code-pin"}
         )
         if plain_code and door and digits_next:
             strong = True  # "keypad ... new code 34648#": a door is named, the digits follow
@@ -1124,7 +1156,8 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             connected=bool(inside) or strong,
             same_line=inside is not None and "=" in inside.group(),
             own=_OWN_CONNECTORS.get(_folded(text[k_start:k_end]), frozenset()),
-            phrase=any(w in _folded(text[max(0, k_start - 40) : end]) for w in _PHRASE_WORDS),
+            # (before the word, or right after it: "парольная фраза", a password phrase)
+            phrase=any(w in _folded(text[max(0, k_start - 40) : end + 16]) for w in _PHRASE_WORDS),
             hyphened=kind == "password",
         )
         if found is None and kind != "API key or token":
@@ -1516,7 +1549,7 @@ _CODE = re.compile(r"(?<![\w-])(?:[A-Za-z0-9]{4,6}[- ][A-Za-z0-9]{4,6}|[A-Za-z0-
 # What makes a listed secret words rather than codes: "seed phrase", "сид-фраза", "助记词".
 _PHRASE_WORDS = (
     "phrase", "mnemon", "seed", "фраза", "frase", "zin", "fras", "lause", "fraza", "ifade",
-    "词", "詞", "フレーズ", "ニーモニック", "문구", "words", "wörter", "mots", "palabras",
+    "词", "詞", "フレーズ", "ニーモニック", "문구", "words", "wörter", "mots", "palabras", "φράση",
 )  # fmt: skip
 
 

@@ -500,6 +500,16 @@ _SHAPES: tuple[_Shape, ...] = (
         _strict_password,
     ),
     _Shape(
+        # A token given to a command's login as its argument: wandb login <key>, with flags
+        # and their values between (--host https://...); a host or a name is not one.
+        "API key or token",
+        ("login",),
+        r"(?<=[a-z0-9]\s)login\s+(?:--?[A-Za-z][\w\-]*(?:[=\s]+(?!-)\S+)?\s+)*"
+        r"(?P<t>[A-Za-z0-9_\-]{20,}={0,2})(?![\w.\-/:@=])",
+        "t",
+        lambda v: bool(re.fullmatch(r"[0-9a-fA-F]{32,}", v)) or _high_entropy(v),
+    ),
+    _Shape(
         "API key or token",
         ("key", "token", "secret"),
         _KEY_WORD + f"(?:{_FOR_WHAT})?" + _IS + _VALUE,

@@ -556,3 +556,57 @@ def test_round6_shapes_are_masked(text: str, secret: str) -> None:
 )
 def test_round6_honest_texts_pass(text: str) -> None:
     assert gate(text).text == text
+
+
+# Round 7 (secrets_holdout9, a data/ML platform team's chat): general shapes it found missing.
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        # a token given to a command's login as its argument, flags between
+        (
+            "run wandb login 9c1f0e7d2b4a6c8e0f1a3b5d7c9e1f2a4b6c8d0e on the box",
+            "9c1f0e7d2b4a6c8e0f1a3b5d7",
+        ),
+        (
+            "`acmectl login --host https://acme.example.com Qx7rT2mLp9WzK4vB8nHs3dYc` to retry",
+            "Qx7rT2mLp9WzK4vB8nHs3dYc",
+        ),
+        # a passphrase named by two words, its words in quotes
+        ("кодовая фраза от архива: «жёлтый зонтик над рекой»", "жёлтый зонтик над рекой"),
+        ('парольная фраза для vault: "тихий лес зимой"', "тихий лес зимой"),
+        # words joined by hyphens and a number, right after the word
+        ("vpn for the contractors: user ext01, password quiet-falcon-meadow-42", "quiet-falcon"),
+        # a keypad or door lock, a connector, digits
+        ("the lab keypad is 480215# since Monday", "480215"),
+        ("창고 도어락 번호 7741* 입니다", "7741"),
+        # a one-time code, said where it arrived
+        ("the code the authenticator shows now is 551902", "551902"),
+        ("code texted to the shared pager phone: 902144", "902144"),
+    ],
+)
+def test_round7_shapes_are_masked(text: str, secret: str) -> None:
+    assert secret not in gate(text).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # media types, lookups in code, a field named after the credential
+        "curl -H \"Authorization: Bearer $TOKEN\" -H 'Accept: application/json' https://x.internal",
+        "token = settings[\"api_token\"]\nKeyError: 'api_token'",
+        "пароль лежит в Vault, поле password — сюда его не вставляйте",  # noqa: RUF001
+        "the column password — never select it into the analytics copy",
+        # a Hebrew name with its prefix
+        "הסיסמה לשרת ה-Grafana נמצאת ב-Vault",
+        # a login to a host, or with a flag only
+        "docker login registry.example.com",
+        "npm login --registry https://npm.acme.io --scope @acme",
+        "argocd login argocd.acme.io --sso",
+        # keypads and codes that are not credentials
+        "keypad model 4200 is on order for the lab",
+        "the keypad is broken again, use the side door",
+        "the phone app crashed with error code 4031",
+    ],
+)
+def test_round7_honest_texts_pass(text: str) -> None:
+    assert gate(text).text == text
