@@ -132,6 +132,11 @@ _OPENS_AFTER = re.compile(
 # Code words that, like "code", name a credential only with a connector and digits after them
 # and something they open: "the server room keypad is 571938#", not "keypad model 4200".
 _PLAIN_CODES = frozenset({"code", "codes", "override", "keypad", "도어락"})
+# A code read out digit by digit or in groups of two or three.
+_READ_OUT = r"(?:\d(?:[ \-–]\d){3,7}|\d{2,3}(?:[ \-–]\d{2,3}){1,3})(?![\w\-–])"
+_READ_OUT_CODE = re.compile(_READ_OUT)
+# A code's digits: 4 to 8 of them, keyed in (4711#) or read out.
+_CODE_DIGITS = rf"(?:\d{{4,8}}[#*]?(?!\w)|{_READ_OUT})"
 # Quotes that open a phrase, and what closes each.
 _QUOTES = {"«": "»", "„": "“", "“": "”", '"': '"', "'": "'", "‹": "›", "「": "」"}
 # Where a one-time code arrives: "the code that came to the on-call phone is 384912".
@@ -802,6 +807,7 @@ def _window(
     ``code``: a number of 4 to 10 digits counts; ``connected``: a connector came already;
     ``hyphened``: words joined by hyphens count (a password's, not a key's)."""
     skip_next = False
+    placed = False  # the words since a preposition say where: "the PIN on the back is 5092"
     first = True  # no word of content yet: "password policy" is about passwords
     paired = False  # an account was named: the next key-like word is its password
     numbers = code and connected  # a strong code word ("PIN") takes a number at once
@@ -859,6 +865,10 @@ def _window(
                 changed = changed or folded in _CHANGED
             continue
         where = (token.start() + offset, token.start() + offset + len(value))
+        if (code or hyphened) and (connected or numbers or count == 0) and not skip_next:
+            spaced = _READ_OUT_CODE.match(text, where[0])
+            if spaced is not None and 4 <= sum(c.isdigit() for c in spaced.group()) <= 8:
+                return spaced.span()  # read out: "3 9 0 7", "5-0-8-2", "39-12-77", "771 204"
         if connected and not skip_next and len(value) <= 12:
             spelled = _spelled_out(text, where[0])
             if spelled is not None:
@@ -869,6 +879,7 @@ def _window(
                 return where  # "endret til 85631": changed to
             if not _strict(value):
                 connected = connected or raw.rstrip(_EDGE).endswith((":", "="))
+                placed = True
                 continue  # "for the nas", "на роутере": what it is for
             return where  # "changed to X", "поменял на X"
         if folded in _SKIP:
@@ -942,8 +953,9 @@ def _window(
         if connected and _identifier(value):
             return None  # "is see vault", "= your_password_here"
         was_connected, connected = connected, False  # a plain word: the statement goes on
-        if (was_connected or first) and folded in _ABOUT:
+        if (was_connected or first) and folded in _ABOUT and not placed:
             return None  # "password policy", "token endpoint": about credentials
+        placed = False
         if _is_keyword(value):
             return None  # another credential word: its own window reads on from there
         first = False
@@ -1023,8 +1035,12 @@ def said_of_something_else(text: str, k_start: int, k_end: int) -> bool:
         return True  # "kod pocztowy", "code postal": named by the word after it
     before = re.search(r"([^\W_]+)[\s_\-]*$", text[max(0, k_start - 30) : k_start])
     previous = text[max(0, k_start - 30) : k_start].split()
-    if previous and re.fullmatch(r"\d(?:[\d,]*\d)?(?:\.\d+)?[kKmM]?", previous[-1]):
-        return True  # a count: "11999 tokens", "3 keys"
+    if (
+        previous
+        and re.fullmatch(r"\d(?:[\d,]*\d)?(?:\.\d+)?[kKmM]?", previous[-1])
+        and not re.search(r"\d[ -]\d{4}\s*$", text[:k_start])
+    ):
+        return True  # a count: "11999 tokens", "3 keys"; not a card's last group before "PIN"
     return before is not None and _folded(before.group(1)) in _QUALIFIERS
 
 
@@ -1127,7 +1143,7 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             _OPENS_ANYWHERE.search(text, max(0, k_start - 150), k_end + 60) is not None
             or _SENT_TO.search(text, k_end, k_end + 60) is not None
         )
-        digits_next = re.match(r"\s*\d{4,8}[#*]?(?!\w)", text[end:]) is not None
+        digits_next = re.match(rf"\s*{_CODE_DIGITS}", text[end:]) is not None
         if (
             opens is None
             and plain_code
@@ -1137,7 +1153,8 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
                 and (
                     digits_next
                     or re.search(
-                        r"(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé|번호\w?)\W+\d{4,8}[#*]?(?!\w)",
+                        r"(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé|번호\w?)(?:\W+(?:now|jetzt))?\W+"
+                        + _CODE_DIGITS,
                         text[end : end + 80],
                     )
                 )
@@ -1676,7 +1693,11 @@ def _spaced(text: str) -> Iterator[tuple[str, int, int]]:
         if re.fullmatch(r"(?:[A-Za-z]+[ -])+\d{4}(?:[ -]\d{4})+", found):
             continue  # "test card 4242 ...": words, then a number read on its own below
         said = "IBAN" in text[max(0, match.start() - 20) : match.start() + 5]
-        if (_iban(found, said) and not _BANK_LOGIN.search(text)) or _TEST_CONTEXT.search(
+        # An IBAN ends in a group of one to three: FR76 3000 6000 0112 3456 7890 189.
+        last = re.match(r"[ -][A-Za-z0-9]{1,3}(?![\w-])", text[match.end() : match.end() + 5])
+        whole = found + last.group() if last and found == match.group() else found
+        iban = _iban(found, said) or (whole != found and _iban(whole, said))
+        if (iban and not _BANK_LOGIN.search(text)) or _TEST_CONTEXT.search(
             text, max(0, match.start() - 40), match.start()
         ):
             continue  # an account number to pay to; a card number given for tests
@@ -1861,7 +1882,8 @@ _WORD_RUN = re.compile(r"(?<![\w-])(?:[a-z]{3,8}[ \t]+){11,23}[a-z]{3,8}(?![\w-]
 # Single digits spaced out after a word for what a code opens: "alarm panel: 8 2 2 9".
 _SPACED_CODE = re.compile(
     r"(?i)\b(?:door|gate|alarm|safe|keypad|lock|padlock|locker|tür|porte|puerta|porta|alarme"
-    r"|alarma|allarme|tresor|coffre|caja)\b[^\n\d]{0,40}?(?P<v>(?<!\d)\d(?: \d){3,9})(?![\d])"
+    r"|alarma|allarme|tresor|coffre|caja|lockbox|key ?box)\b[^\n\d]{0,40}?"
+    r"(?P<v>(?<![\d\-–])\d(?:[ \-–]\d){3,9})(?![\d\-–])"
 )
 # A code keyed in: "punch 2972 and then OFF", "enter 4711#", with a word for what it opens
 # before it in the message.
@@ -1926,6 +1948,16 @@ def _has_word_run(text: str) -> bool:
         else:
             run = 0
     return False
+
+
+def code_sent_after(before: str, text: str) -> tuple[int, int] | None:
+    """Where ``text`` is a code and nothing else, sent right after a message that names a
+    credential and gives none ("the alarm code for the back office is in the next message",
+    then "6631"; "код від сейфу надішлю наступним повідомленням", then "41-09-66"); else None."""
+    code = re.fullmatch(rf"\s*({_CODE_DIGITS})\s*", text)
+    if code is None or not any(True for _ in _keywords(before)):
+        return None
+    return code.span(1)
 
 
 def _answered(text: str) -> Iterator[tuple[str, int, int]]:

@@ -26,6 +26,7 @@ from typing import Any
 
 from cairn.core.credentials import (
     chat_secrets,
+    code_sent_after,
     descriptive,
     literal_alternation,
     lowered,
@@ -1005,12 +1006,17 @@ def find_answered(before: str, text: str) -> list[Secret]:
     joined = f"{tail}\n{text}"
     offset = len(tail) + 1
     alone = find_secrets(text)
-    return [
+    found = [
         Secret(secret.kind, secret.start - offset, secret.end - offset)
         for secret in find_secrets(joined)
         if secret.start >= offset
         and not any(k.start < secret.end - offset and secret.start - offset < k.end for k in alone)
     ]
+    if not found and not alone and SECRET_MARK not in tail:
+        code = code_sent_after(tail, text)
+        if code is not None:
+            found.append(Secret("PIN or code", *code))
+    return found
 
 
 def has_secret(text: str) -> bool:

@@ -610,3 +610,46 @@ def test_round7_shapes_are_masked(text: str, secret: str) -> None:
 )
 def test_round7_honest_texts_pass(text: str) -> None:
     assert gate(text).text == text
+
+
+# Round 8 (secrets_holdout10, a retail chain's office and store chat): general shapes.
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        # a code read out digit by digit or in groups, after a code or PIN word
+        ("PIN ya kadi ya duka ni 7 3 1 8, usimpe mtu", "7 3 1 8"),
+        ("Safe-Code ist jetzt 44-18-90, bitte löschen", "44-18-90"),
+        ("the verification code that came to the store phone: 402-771", "402-771"),
+        ("the lockbox by the loading dock is 6-2-0-4 then pull down", "6-2-0-4"),
+        # where the code is, between the word and its value
+        ("the PIN on the back of the card is 7731", "7731"),
+        # a PIN right after a card's last group
+        ("card 5105 1051 0510 5100 PIN 2468 for the fuel station", "2468"),
+    ],
+)
+def test_round8_shapes_are_masked(text: str, secret: str) -> None:
+    assert secret not in gate(text).text
+
+
+def test_a_code_sent_alone_after_a_message_that_names_it_is_masked() -> None:
+    before = gate("the safe code for the warehouse office comes in my next message").text
+    found = rejoin(before, gate("3 0 7 7").text)
+    assert found is not None
+    assert "3 0 7 7" not in found[2]
+    assert rejoin(gate("see you at the warehouse at 9").text, gate("3077").text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # an IBAN whose last group is short is an account to pay into
+        "IBAN for the supplier: DE89 3704 0044 0532 0130 00, ref invoice 2211",
+        "bonifico su IT60 X054 2811 1010 0000 0123 456 entro venerdì",
+        # numbers that are not codes
+        "the alarm went off at 3 and again at 5, call 0800 123 456",
+        "3 PIN attempts left on the terminal, then it locks",
+        "12 tokens were revoked this week",
+    ],
+)
+def test_round8_honest_texts_pass(text: str) -> None:
+    assert gate(text).text == text
