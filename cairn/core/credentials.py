@@ -59,7 +59,7 @@ _PASSWORD_WORDS = """
     community-string snmp-community comunitatea app-password app-passwort
     memorable-information პაროლი პაროლია გასაღები գաղտնաբառ գաղտնաբառը የይለፍ-ቃል
     wpa-psk psk пароль пароля паролем пароли парола гасло гасла кодове přihlašovací-údaje
-    кодовая кодовое кодовое-слово
+    кодовая кодовое кодовое-слово پاس-ورڈ پاسورڈ பாஸ்வேர்டு பாஸ்வேர்ட்
     prihlasovaci-udaje كلمة-المرور كلمة-السر كلمة-سر كلمه-سر كلمةالمرور رمز-عبور رمزعبور گذرواژه
     पासवर्ड पासकोड পাসওয়ার্ড รหัสผ่าน รหัส mật-khẩu matkhau パスワード 密码 密碼 口令 비밀번호 비번 암호
 """.split()  # noqa: SIM905 (a word list reads best as prose)
@@ -71,7 +71,7 @@ _CODE_WORDS = """
     codigo code cid セキュリティコード 安全码 보안코드 security-code código-de-seguridad larmkod
     larmkoden alarmcode alarmkod türcode turcode pinkod pinkoden пин пин-код
     код digicode puk cvv cvc cvv2 cvc2 csc tür-code kód kódja kódot codi کد কোড รหัสประตู κωδικός
-    קוד कोड 暗証番号 비밀코드 keypad 도어락
+    קוד कोड 暗証番号 비밀코드 keypad 도어락 msimbo கோட் পিন پن mpin
 """.split()  # noqa: SIM905 (a word list reads best as prose)
 # What a key, token or secret is called.
 _KEY_WORDS = """
@@ -118,7 +118,7 @@ _OPENS_ANYWHERE = re.compile(
     r"(?i)\b(?:door|doors|gate|alarm|safe|keypad|lock|padlock|locker|server ?room|tür|porte"
     r"|puerta|porta|portão|alarme|alarma|allarme|tresor|coffre|caja fuerte|kluis|deur|drzwi"
     r"|dörr|dør|sejf|lockbox|key ?box|cage|sleutelkast(?:je)?|kluisje|schlüsselkasten|safe box"
-    r"|register|registers|kassa|caisse|till|pos|terminal|도어락|서버실|출입문|현관문)\b"
+    r"|register|registers|kassa|caisse|till|pos|terminal|도어락|서버실|출입문|현관문|mlango)\b"
 )
 # The same, said after "code": "code de la porte", "código de la puerta", "Code für die Tür".
 _OPENS_AFTER = re.compile(
@@ -131,7 +131,7 @@ _OPENS_AFTER = re.compile(
 )
 # Code words that, like "code", name a credential only with a connector and digits after them
 # and something they open: "the server room keypad is 571938#", not "keypad model 4200".
-_PLAIN_CODES = frozenset({"code", "codes", "override", "keypad", "도어락"})
+_PLAIN_CODES = frozenset({"code", "codes", "override", "keypad", "도어락", "msimbo"})
 # A code read out digit by digit or in groups of two or three.
 _READ_OUT = r"(?:\d(?:[ \-–]\d){3,7}|\d{2,3}(?:[ \-–]\d{2,3}){1,3})(?![\w\-–])"
 _READ_OUT_CODE = re.compile(_READ_OUT)
@@ -1153,7 +1153,7 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
                 and (
                     digits_next
                     or re.search(
-                        r"(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé|번호\w?)(?:\W+(?:now|jetzt))?\W+"
+                        r"(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé|\bni|번호\w?)(?:\W+(?:now|jetzt))?\W+"
                         + _CODE_DIGITS,
                         text[end : end + 80],
                     )

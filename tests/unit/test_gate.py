@@ -625,6 +625,12 @@ def test_round7_honest_texts_pass(text: str) -> None:
         ("the PIN on the back of the card is 7731", "7731"),
         # a PIN right after a card's last group
         ("card 5105 1051 0510 5100 PIN 2468 for the fuel station", "2468"),
+        # "password" and "PIN" written in other scripts, and wallets' MPIN
+        ("گودام کا پاس ورڈ ہے Godam#4471 کسی کو نہ دیں", "Godam#4471"),
+        ("ஆபீஸ் பாஸ்வேர்டு: Thamarai@42 யாருக்கும் வேண்டாம்", "Thamarai@42"),
+        ("দোকানের কার্ডের পিন 7 2 9 0", "7 2 9 0"),
+        ("Easypaisa MPIN 8841 hai, kisi ko mat batana", "8841"),
+        ("msimbo wa mlango wa ofisi ni 5527", "5527"),
     ],
 )
 def test_round8_shapes_are_masked(text: str, secret: str) -> None:
@@ -649,6 +655,7 @@ def test_a_code_sent_alone_after_a_message_that_names_it_is_masked() -> None:
         "the alarm went off at 3 and again at 5, call 0800 123 456",
         "3 PIN attempts left on the terminal, then it locks",
         "12 tokens were revoked this week",
+        "Msimbo wa posta 00200, Nairobi: ofisi iko hapo",
     ],
 )
 def test_round8_honest_texts_pass(text: str) -> None:
