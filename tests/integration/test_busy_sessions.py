@@ -108,9 +108,12 @@ def test_the_broker_transport_acknowledges_through_one_reused_client(redis_url: 
         queue.close()
 
 
+@pytest.mark.parametrize("serves", [True, False], ids=["holder serves", "holder can't serve"])
 def test_an_edge_index_held_by_another_process_is_not_reopened_on_every_query(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, serves: bool
 ) -> None:
+    # A holder that can't make its socket (or an older release's) leaves the others lexical.
+    refuse = "" if serves else "edge.ShardServer.start = lambda self: _refused()"
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -119,7 +122,10 @@ def test_an_edge_index_held_by_another_process_is_not_reopened_on_every_query(
                 f"""
                 import sys, time
                 from pathlib import Path
-                from cairn.memory.index import EdgeIndex
+                from cairn.memory.index import EdgeIndex, edge
+                def _refused():
+                    raise OSError("no socket here")
+                {refuse}
                 EdgeIndex(Path({str(tmp_path)!r}), dense_dim=4).count()
                 print("open", flush=True)
                 sys.stdin.read()
@@ -134,13 +140,20 @@ def test_an_edge_index_held_by_another_process_is_not_reopened_on_every_query(
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "open"
         index = EdgeIndex(tmp_path, dense_dim=4)
-        with pytest.raises(IndexUnavailable, match="unavailable"):
-            index.count()
+        if serves:
+            assert index.count() == 0  # the holder's answer
+        else:
+            with pytest.raises(IndexUnavailable, match="unavailable"):
+                index.count()
         started = time.perf_counter()
         for _ in range(20):
-            with pytest.raises(IndexUnavailable, match="unavailable"):
-                index.search("deploy", "acme", "cairn", 5)
-        # Twenty queries answer from the remembered failure, without touching the folder.
+            if serves:
+                assert index.search("deploy", "acme", "cairn", 5) == []
+            else:
+                with pytest.raises(IndexUnavailable, match="unavailable"):
+                    index.search("deploy", "acme", "cairn", 5)
+        # Twenty queries answer from the remembered failure (and the holder), without trying
+        # to open the folder again.
         assert time.perf_counter() - started < 0.5
     finally:
         assert holder.stdin is not None
@@ -150,6 +163,7 @@ def test_an_edge_index_held_by_another_process_is_not_reopened_on_every_query(
     monkeypatch.setattr("cairn.memory.index.edge._RETRY_AFTER", 0.2)
     time.sleep(0.3)
     assert index.count() == 0
+    assert Path(index.where + ".serve").exists()  # and serves it in its turn
 
 
 def test_an_edge_shard_searches_on_one_thread_including_one_made_before(tmp_path: Path) -> None:
@@ -174,17 +188,26 @@ def test_an_edge_shard_searches_on_one_thread_including_one_made_before(tmp_path
 
 
 _OPENER = """
-import os, sys
+import json, os, sys, time
 from pathlib import Path
 from cairn.memory.index import EdgeIndex, IndexedMemory, IndexUnavailable
 index = EdgeIndex(Path(sys.argv[1]), dense_dim=4)
 sys.stdin.readline()  # go
-try:
-    index.upsert([IndexedMemory(os.getpid(), "deploys freeze on fridays", "acme", "cairn",
-                                "team", [1.0, 0, 0, 0])])
-    print("ok", os.getpid(), index.count(), flush=True)
-except IndexUnavailable as exc:
-    print("held", exc, flush=True)
+memory = IndexedMemory(os.getpid(), "deploys freeze on fridays", "acme", "cairn", "team",
+                       [1.0, 0, 0, 0])
+held = []
+for _ in range(100):  # the loser waits for the winner to serve the shard it holds
+    try:
+        index.upsert([memory])
+        break
+    except IndexUnavailable as exc:
+        held.append(str(exc))
+        time.sleep(0.05)
+found = [mid for mid, _ in index.search("deploys", "acme", "cairn", 5)]
+print("ok" if os.getpid() in found else "lost", os.getpid(), flush=True)
+print(json.dumps(held), flush=True)
+sys.stdin.readline()  # done
+print(index.count(), flush=True)
 sys.stdin.read()
 """
 
@@ -194,7 +217,8 @@ def test_processes_that_open_a_new_edge_folder_together_leave_one_working_shard(
 ) -> None:
     # Two `cairn worker` processes started together on the embedded folder both used to create
     # the shard: the loser broke the winner's files and neither had an index. Now exactly one
-    # gets it, the other is told who holds it, and the shard outlives its holder intact.
+    # opens it and serves it; the other, told who holds it until then, writes and searches
+    # through the holder, and the shard outlives its holder intact, with both points.
     for round_ in range(4):
         folder = tmp_path / str(round_)
         openers = [
@@ -211,20 +235,32 @@ def test_processes_that_open_a_new_edge_folder_together_leave_one_working_shard(
                 assert opener.stdin is not None
                 opener.stdin.write("go\n")
                 opener.stdin.flush()
-            said = sorted(opener.stdout.readline().split() for opener in openers if opener.stdout)
+            said = [_lines(opener, 2) for opener in openers]
+            for opener in openers:
+                assert opener.stdin is not None
+                opener.stdin.write("done\n")
+                opener.stdin.flush()
+            counts = [_lines(opener, 1)[0] for opener in openers]
         finally:
             for opener in openers:
                 assert opener.stdin is not None
                 opener.stdin.close()
                 opener.wait(30)
-        assert [words[0] for words in said] == ["held", "ok"], said
-        winner = int(said[1][1])
-        assert said[1][2] == "1"
-        assert "held by another process (pid " in " ".join(said[0])
-        assert f"(pid {winner})" in " ".join(said[0])
-        # The holder has exited: the next process opens the same shard, its point intact.
+        assert [line.split()[0] for line, _ in said] == ["ok", "ok"], said
+        assert counts == ["2", "2"]
+        pids = [int(line.split()[1]) for line, _ in said]
+        holder = int((folder / "edge_v3_d4.lock").read_text())
+        assert holder in pids
+        for held in (json.loads(waits) for _, waits in said):
+            assert all(f"held by another process (pid {holder})" in why for why in held), held
+        # The holder has exited: the next process opens the same shard, both points intact.
         index = EdgeIndex(folder, dense_dim=4)
-        assert [mid for mid, _ in index.search("deploys", "acme", "cairn", 5)] == [winner]
+        assert sorted(mid for mid, _ in index.search("deploys", "acme", "cairn", 5)) == sorted(pids)
+
+
+def _lines(process: subprocess.Popen[str], n: int) -> list[str]:
+    assert process.stdout is not None
+    return [process.stdout.readline().strip() for _ in range(n)]
 
 
 def _lock_as_another_open_file(lock: Path) -> int:

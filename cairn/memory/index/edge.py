@@ -16,14 +16,17 @@ from typing import Any
 from cairn.memory.index import owner
 from cairn.memory.index.adapter import KEYWORD_FIELDS, QdrantAdapter
 from cairn.memory.index.port import DENSE, SPARSE, IndexedMemory, IndexUnavailable, layout_name
+from cairn.memory.index.shared import ShardClient, ShardServer
 from cairn.memory.periods import Period
+from cairn.memory.scope import WORKSPACE
 
 __all__ = ["EdgeIndex"]
 
 log = logging.getLogger(__name__)
 
 _SHARDS: dict[Path, Any] = {}
-_SHARDS_LOCK = threading.Lock()  # around _SHARDS and the owner claims of their folders
+_SERVERS: dict[Path, ShardServer] = {}  # the shards this process serves to the home's others
+_SHARDS_LOCK = threading.Lock()  # around _SHARDS, _SERVERS and the owner claims of their folders
 
 # Seconds before opening a shard is tried again after it failed (held by another process):
 # when the holder exits, or is killed, another process takes the index over within this.
@@ -33,6 +36,10 @@ _RETRY_AFTER = 5.0
 @atexit.register
 def _close_shards() -> None:
     with _SHARDS_LOCK:
+        for server in _SERVERS.values():
+            with contextlib.suppress(Exception):  # best effort at exit
+                server.stop()
+        _SERVERS.clear()
         for shard in _SHARDS.values():
             with contextlib.suppress(Exception):  # best effort at exit
                 shard.flush()
@@ -46,6 +53,8 @@ class EdgeIndex(QdrantAdapter):
 
     Same points, vectors and payload as :class:`~cairn.memory.index.server.QdrantIndex`, with
     keyword payload indexes, so a tenant-filtered query does not scan other tenants' points.
+    The process that opens the shard serves it to the home's other processes, and an index
+    whose shard another process holds searches and writes through that one (:mod:`.shared`).
     """
 
     _engine = "Qdrant edge"
@@ -56,6 +65,7 @@ class EdgeIndex(QdrantAdapter):
         self._lock = threading.RLock()
         self._shard: Any = None
         self._failure: tuple[float, str] | None = None  # (when, why) the last open failed
+        self._client = ShardClient(self._path)
 
     @property
     def _moving(self) -> Path:
@@ -102,6 +112,7 @@ class EdgeIndex(QdrantAdapter):
                         owner.release(self._path)
                         raise
                     _SHARDS[self._path] = shard
+                    self._serve()
         except Exception as exc:
             message = f"Qdrant edge shard at {self.where} is unavailable: {exc}"
             self._failure = (time.monotonic(), message)
@@ -109,6 +120,28 @@ class EdgeIndex(QdrantAdapter):
         self._shard = shard
         self._failure = None
         return shard
+
+    def _serve(self) -> None:
+        """Serve the shard just opened to the home's other processes; without a socket they
+        recall lexically, as before, so a failure is logged and nothing more."""
+        try:
+            _SERVERS[self._path] = ShardServer(self, self._path).start()
+        except OSError as exc:
+            log.warning(
+                "the embedded index at %s can't be served to other processes: %s", self.where, exc
+            )
+
+    def _remote(self) -> ShardClient | None:
+        """None when this process holds the shard; the client of the process that holds it
+        and serves it otherwise. Raises IndexUnavailable when neither can be had."""
+        with self._lock:
+            try:
+                self._connect()
+                return None
+            except IndexUnavailable:
+                if not self._client.serving():
+                    raise
+                return self._client
 
     def _config(self, qe: Any) -> Any:
         # What a process holds must not grow with the memories at rest (issue 32; ADR 0046):
@@ -183,6 +216,9 @@ class EdgeIndex(QdrantAdapter):
 
         if not items:
             return
+        if (remote := self._remote()) is not None:
+            remote.upsert(items)
+            return
         points = self._points(items)
         self._call("upsert", lambda s: s.update(qe.UpdateOperation.upsert_points(points)))
 
@@ -190,9 +226,43 @@ class EdgeIndex(QdrantAdapter):
         """Remove ``memory_ids``."""
         import qdrant_edge as qe
 
-        if memory_ids:
+        if memory_ids and (remote := self._remote()) is not None:
+            remote.delete(memory_ids)
+        elif memory_ids:
             ids: list[Any] = list(memory_ids)
             self._call("delete", lambda s: s.update(qe.UpdateOperation.delete_points(ids)))
+
+    def search(
+        self,
+        query: str,
+        tenant: str,
+        agent: str,
+        k: int,
+        *,
+        rooms: Sequence[str] | None = (WORKSPACE,),
+        periods: Sequence[Period] = (),
+    ) -> list[tuple[int, float]]:
+        """Lexical candidates (see :meth:`QdrantAdapter.search`), from the shard's owner when
+        another process holds it."""
+        if (remote := self._remote()) is not None:
+            return remote.search(query, tenant, agent, k, rooms=rooms, periods=periods)
+        return super().search(query, tenant, agent, k, rooms=rooms, periods=periods)
+
+    def search_dense(
+        self,
+        vector: list[float],
+        tenant: str,
+        agent: str,
+        k: int,
+        *,
+        rooms: Sequence[str] | None = (WORKSPACE,),
+        periods: Sequence[Period] = (),
+    ) -> list[tuple[int, float]]:
+        """Dense candidates (see :meth:`QdrantAdapter.search_dense`), from the shard's owner
+        when another process holds it."""
+        if self.dense_dim is not None and (remote := self._remote()) is not None:
+            return remote.search_dense(vector, tenant, agent, k, rooms=rooms, periods=periods)
+        return super().search_dense(vector, tenant, agent, k, rooms=rooms, periods=periods)
 
     def _sparse(self, indices: list[int], values: list[float]) -> Any:
         import qdrant_edge as qe
@@ -252,11 +322,17 @@ class EdgeIndex(QdrantAdapter):
         """Points in the shard."""
         import qdrant_edge as qe
 
+        if (remote := self._remote()) is not None:
+            return remote.count()
+
         return int(self._call("count", lambda s: s.count(qe.CountRequest(exact=True))))
 
     def optimize(self) -> None:
         """Build the shard's HNSW and payload indexes now; the edge engine has no background
         optimiser, and an unoptimised shard searches dense vectors by brute force."""
+        if (remote := self._remote()) is not None:
+            remote.optimize()
+            return
         self._call("optimize", lambda s: s.optimize())
 
     def compact(self) -> None:
@@ -270,6 +346,9 @@ class EdgeIndex(QdrantAdapter):
 
         import qdrant_edge as qe
 
+        if (remote := self._remote()) is not None:
+            remote.compact()
+            return
         with self._lock:
             shard = self._connect()
             fresh_path = self._path.with_name(self._path.name + ".compacting")
