@@ -17,8 +17,7 @@ Like the LLM, the embedding model is left out by default: message texts repeat (
 every thread), so a turn's embedding comes from the cache. ``--unique`` makes every text unique,
 as people's are, so each turn also runs the local embedding model (all-MiniLM-L6-v2: about
 0.8 ms of CPU per short message here in int8, 5-7 ms in numpy float32). On the embedded store
-only the process that holds the vector folder embeds; the others recall lexically (a Qdrant
-server serves all of them).
+the process that holds the vector folder serves it to the other workers (ADR 0047).
 CAIRN_EMBEDDINGS and CAIRN_EMBEDDING_ENGINE are taken from the environment; no other setting is.
 """
 

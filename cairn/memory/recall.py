@@ -18,6 +18,7 @@ from sqlalchemy import ColumnElement, Connection, and_, bindparam, func, or_, up
 from sqlalchemy import select as sa_select
 from sqlmodel import col
 
+from cairn.core import stages
 from cairn.core.logs import Throttle
 from cairn.core.settings import MemorySettings
 from cairn.db import Database, table
@@ -106,23 +107,19 @@ class Recall:
         """
         if self.index is not None:
             try:
-                tenant, agent, rooms = scope.tenant, scope.agent, scope.rooms
-                lexical = self.index.search(query, tenant, agent, n, rooms=rooms)
-                if periods:
-                    within = self.index.search(
-                        query, tenant, agent, n, rooms=rooms, periods=periods
-                    )
-                    lexical = _merged(lexical, within)
-                dense: list[tuple[int, float]] = []
                 if vector is None and self.embedder is not None:
                     vector = self.embedder.embed([query])[0].tolist()
-                if vector is not None:
-                    dense = self.index.search_dense(list(vector), tenant, agent, n, rooms=rooms)
-                    if periods:
-                        within = self.index.search_dense(
-                            list(vector), tenant, agent, n, rooms=rooms, periods=periods
-                        )
-                        dense = _merged(dense, within)
+                # One call for both searches: one round trip where another process holds the
+                # embedded index (ADR 0047).
+                lexical, dense = self.index.candidates(
+                    query,
+                    None if vector is None else list(vector),
+                    scope.tenant,
+                    scope.agent,
+                    n,
+                    rooms=scope.rooms,
+                    periods=periods,
+                )
                 return Candidates(lexical, dense)
             except IndexUnavailable as exc:
                 held = self._degraded_warnings.allow()
@@ -132,7 +129,10 @@ class Recall:
                         exc,
                         f" ({held} more recalls since the last warning)" if held else "",
                     )
-        return Candidates(self._lexical(query, scope, n), [], degraded=True)
+        # A stage of its own, so that `cairn bench pipeline` shows how many turns recalled
+        # without the index (ADR 0047).
+        with stages.span("lexical_only"):
+            return Candidates(self._lexical(query, scope, n), [], degraded=True)
 
     def recall(
         self,
@@ -419,15 +419,6 @@ _COUNT_RECALLS = (
     .where(col(MemoryRow.id).in_(bindparam("ids", expanding=True)))
     .values(recall_count=MemoryRow.recall_count + bindparam("n"), last_recalled_at=bindparam("now"))
 )
-
-
-def _merged(*lists: list[tuple[int, float]]) -> list[tuple[int, float]]:
-    """Candidate lists joined, each id at its best score, best first."""
-    best: dict[int, float] = {}
-    for pairs in lists:
-        for mid, score in pairs:
-            best[mid] = max(score, best.get(mid, score))
-    return sorted(best.items(), key=lambda pair: -pair[1])
 
 
 def _within(row: Any, periods: Sequence[Period], instants: Sequence[datetime]) -> bool:

@@ -79,7 +79,7 @@ def test_a_second_process_writes_and_searches_both_ways_through_the_holder(
                     private_to="D-payroll",
                     created_at=datetime(2026, 3, 2, 9, 30),  # naive, as SQLite gives it back
                 ),
-                _memory(3, "lunch is at noon", [0, 0.9, 0.1, 0]),
+                _memory(3, "lunch is at noon", [0, 0.3, 0.9, 0]),
             ]
         )
         # The holder's own shard has them: what this process wrote went to the one index.
@@ -96,6 +96,15 @@ def test_a_second_process_writes_and_searches_both_ways_through_the_holder(
         dated = index.search("freeze", "acme", "cairn", 10, rooms=None, periods=[march])
         assert [m for m, _ in dated] == [2]
         assert index.search("freeze", "globex", "cairn", 10, rooms=None) == []
+        # A recall's two searches (and those within the periods it names) in one round trip.
+        lexical, dense_too = index.candidates(
+            "freeze", [0, 1.0, 0, 0], "acme", "cairn", 10, rooms=None, periods=[march]
+        )
+        assert sorted(m for m, _ in lexical) == [1, 2]
+        assert [m for m, _ in dense_too] == [2, 3, 1]
+        assert dense_too[0] == dense[0]  # within March, and over all: merged at its best score
+        lexical, dense_too = index.candidates("lunch", None, "acme", "cairn", 10, rooms=["*"])
+        assert ([m for m, _ in lexical], dense_too) == ([3], [])
         assert index.count() == 3
         index.delete([1])
         assert _ask(holder, "freeze", None) == [[2], [2, 3]]
@@ -181,3 +190,57 @@ def test_bad_requests_are_refused_and_the_server_keeps_serving(tmp_path: Path) -
     # An error of the holder's engine reaches the caller as an unavailable index.
     with pytest.raises(IndexUnavailable, match="needs a 4-d vector"):
         client.upsert([_memory(6, "a memory with a short vector", [1.0, 0])])
+
+
+_RUNTIME_HOLDER = textwrap.dedent(
+    """
+    import sys
+    from cairn.core.settings import load_settings
+    from cairn.memory import Scope, Visibility
+    from cairn.runtime import build_runtime
+    rt = build_runtime(load_settings())
+    rt.memory.remember(
+        "the staging database is rebuilt from backups every sunday night",
+        Scope("acme", "ops"),
+        kind="fact",
+        visibility=Visibility.TEAM,
+    )
+    rt.memory.flush_outbox()
+    print("ready", flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+def test_a_second_process_recalls_by_meaning_through_the_holder(clean_env: Path) -> None:
+    # A question that shares no word with the memory: only the dense search finds it, and the
+    # process that does not hold the embedded index used to have none.
+    from cairn.core.settings import load_settings
+    from cairn.memory import Scope
+    from cairn.runtime import build_runtime
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _RUNTIME_HOLDER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "ready"
+        rt = build_runtime(load_settings())
+        assert rt.memory.embedder is not None
+        scope = Scope("acme", "ops")
+        question = "when do we restore the test db?"
+        found = rt.memory.candidates(question, scope, 10)
+        assert not found.degraded
+        assert found.dense
+        assert not found.lexical  # no shared word: the meaning found it
+        recalled = rt.memory.recall(question, scope, 3)
+        assert [r.memory.text for r in recalled][:1] == [
+            "the staging database is rebuilt from backups every sunday night"
+        ]
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(60)

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cairn.memory.index.port import DENSE, SPARSE, IndexedMemory, IndexUnavailable
+from cairn.memory.index.port import DENSE, SPARSE, IndexedMemory, IndexUnavailable, merged
 from cairn.memory.periods import Period
 from cairn.memory.scope import WORKSPACE
 from cairn.memory.terms import sparse_vector
@@ -130,3 +130,27 @@ class QdrantAdapter:
         if self.dense_dim is None:
             return []
         return self._query(list(vector), DENSE, tenant, agent, k, rooms, periods)
+
+    def candidates(
+        self,
+        query: str,
+        vector: list[float] | None,
+        tenant: str,
+        agent: str,
+        k: int,
+        *,
+        rooms: Sequence[str] | None = (WORKSPACE,),
+        periods: Sequence[Period] = (),
+    ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """Both searches of one recall (see :meth:`VectorIndex.candidates`)."""
+        lexical = self.search(query, tenant, agent, k, rooms=rooms)
+        if periods:
+            within = self.search(query, tenant, agent, k, rooms=rooms, periods=periods)
+            lexical = merged(lexical, within)
+        dense: list[tuple[int, float]] = []
+        if vector is not None:
+            dense = self.search_dense(vector, tenant, agent, k, rooms=rooms)
+            if periods:
+                within = self.search_dense(vector, tenant, agent, k, rooms=rooms, periods=periods)
+                dense = merged(dense, within)
+        return lexical, dense

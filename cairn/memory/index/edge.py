@@ -264,6 +264,25 @@ class EdgeIndex(QdrantAdapter):
             return remote.search_dense(vector, tenant, agent, k, rooms=rooms, periods=periods)
         return super().search_dense(vector, tenant, agent, k, rooms=rooms, periods=periods)
 
+    def candidates(
+        self,
+        query: str,
+        vector: list[float] | None,
+        tenant: str,
+        agent: str,
+        k: int,
+        *,
+        rooms: Sequence[str] | None = (WORKSPACE,),
+        periods: Sequence[Period] = (),
+    ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """Both searches of one recall (see :meth:`QdrantAdapter.candidates`), in one round
+        trip to the shard's owner when another process holds it."""
+        if self.dense_dim is None:
+            vector = None
+        if (remote := self._remote()) is not None:
+            return remote.candidates(query, vector, tenant, agent, k, rooms=rooms, periods=periods)
+        return super().candidates(query, vector, tenant, agent, k, rooms=rooms, periods=periods)
+
     def _sparse(self, indices: list[int], values: list[float]) -> Any:
         import qdrant_edge as qe
 

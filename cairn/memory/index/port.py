@@ -23,6 +23,7 @@ __all__ = [
     "IndexedMemory",
     "VectorIndex",
     "layout_name",
+    "merged",
 ]
 
 # The layout of points (payload fields and their indexes). A new layout is a new collection or
@@ -42,6 +43,15 @@ FIRST_INDEXABLE_ID = 1
 def layout_name(base: str, dense_dim: int | None) -> str:
     """The collection or folder name of this layout and vector size (``cairn_memory_v2_d384``)."""
     return f"{base}_v{LAYOUT}" + ("" if dense_dim is None else f"_d{dense_dim}")
+
+
+def merged(*lists: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """Candidate lists joined, each id at its best score, best first."""
+    best: dict[int, float] = {}
+    for pairs in lists:
+        for mid, score in pairs:
+            best[mid] = max(score, best.get(mid, score))
+    return sorted(best.items(), key=lambda pair: -pair[1])
 
 
 class IndexUnavailable(Exception):
@@ -99,6 +109,22 @@ class VectorIndex(Protocol):
         periods: Sequence[Period] = (),
     ) -> list[tuple[int, float]]:
         """Dense: up to ``k`` (memory id, cosine) pairs; empty when the index has no vectors."""
+        ...
+
+    def candidates(
+        self,
+        query: str,
+        vector: list[float] | None,
+        tenant: str,
+        agent: str,
+        k: int,
+        *,
+        rooms: Sequence[str] | None = (WORKSPACE,),
+        periods: Sequence[Period] = (),
+    ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """Both searches of one recall at once: the lexical candidates of ``query`` and the
+        dense ones of ``vector`` (none without it), each with up to ``k`` more of its kind
+        written within ``periods`` merged in (:func:`merged`)."""
         ...
 
     def count(self) -> int:

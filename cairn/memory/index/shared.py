@@ -128,6 +128,10 @@ def _pairs(found: list[tuple[int, float]]) -> list[list[float]]:
     return [[memory_id, score] for memory_id, score in found]
 
 
+def _found(pairs: list[list[float]]) -> list[tuple[int, float]]:
+    return [(int(memory_id), float(score)) for memory_id, score in pairs]
+
+
 def _answer(index: VectorIndex, request: dict[str, Any]) -> Any:
     """What the owner's ``index`` says to one request; raises KeyError for an unknown one."""
     op = request["op"]
@@ -138,6 +142,12 @@ def _answer(index: VectorIndex, request: dict[str, Any]) -> Any:
         args, options = _parse_query(request)
         vector = _floats(request["vector"]) or []
         return _pairs(index.search_dense(vector, *args, **options))
+    if op == "candidates":
+        args, options = _parse_query(request)
+        lexical, dense = index.candidates(
+            str(request["query"]), _floats(request["vector"]), *args, **options
+        )
+        return [_pairs(lexical), _pairs(dense)]
     if op == "upsert":
         index.upsert([_parse_memory(m) for m in request["items"]])
         return None
@@ -345,8 +355,7 @@ class ShardClient:
         periods: Sequence[Period] = (),
     ) -> list[tuple[int, float]]:
         """The owner's lexical search (see :meth:`VectorIndex.search`)."""
-        found = self._call("search", query=query, **_query(tenant, agent, k, rooms, periods))
-        return [(int(memory_id), float(score)) for memory_id, score in found]
+        return _found(self._call("search", query=query, **_query(tenant, agent, k, rooms, periods)))
 
     def search_dense(
         self,
@@ -359,10 +368,32 @@ class ShardClient:
         periods: Sequence[Period] = (),
     ) -> list[tuple[int, float]]:
         """The owner's dense search (see :meth:`VectorIndex.search_dense`)."""
-        found = self._call(
-            "search_dense", vector=_vector(vector), **_query(tenant, agent, k, rooms, periods)
+        return _found(
+            self._call(
+                "search_dense", vector=_vector(vector), **_query(tenant, agent, k, rooms, periods)
+            )
         )
-        return [(int(memory_id), float(score)) for memory_id, score in found]
+
+    def candidates(
+        self,
+        query: str,
+        vector: list[float] | None,
+        tenant: str,
+        agent: str,
+        k: int,
+        *,
+        rooms: Sequence[str] | None = (WORKSPACE,),
+        periods: Sequence[Period] = (),
+    ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """Both of the owner's searches in one round trip (see
+        :meth:`VectorIndex.candidates`)."""
+        lexical, dense = self._call(
+            "candidates",
+            query=query,
+            vector=_vector(vector),
+            **_query(tenant, agent, k, rooms, periods),
+        )
+        return _found(lexical), _found(dense)
 
     def count(self) -> int:
         """Points in the owner's shard."""
