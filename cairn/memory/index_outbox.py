@@ -162,7 +162,9 @@ class IndexOutbox:
         Replays the outbox, then compares counts: when the index holds fewer memories than the
         database has live ones (a new collection after a model change, a wiped folder), every
         live memory is enqueued again and flushed; after replays the index is optimised. Safe
-        to run at any time, on a schedule.
+        to run at any time, on a schedule, beside other writers: a memory written since the
+        replay waits in the outbox (its row and its entry are one transaction), so it counts as
+        on its way, not as missing.
         """
         if self.index is None:
             return 0, 0
@@ -180,7 +182,8 @@ class IndexOutbox:
         )
         with self.db.session() as s:
             live = int(s.exec(select(func.count()).select_from(MemoryRow).where(*indexable)).one())
-            if indexed >= live:
+            waiting = int(s.exec(select(func.count()).select_from(MemoryOutbox)).one())
+            if indexed + waiting >= live:
                 return replayed, 0
             ids = s.exec(select(MemoryRow.id).where(*indexable)).all()
             for mid in ids:

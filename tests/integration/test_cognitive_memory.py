@@ -126,6 +126,38 @@ def test_a_dead_vector_store_degrades_to_lexical_recall_with_a_warning(
     assert dead.pending_outbox() == 1  # the index work waits for the store to come back
 
 
+class _WrittenToMeanwhile(EdgeIndex):
+    """An index whose first count happens while another writer adds a memory, as a worker's
+    does while another process reconciles the index they share."""
+
+    writer: MemoryStore | None = None
+
+    def count(self) -> int:
+        if self.writer is not None:
+            writer, self.writer = self.writer, None
+            writer.remember("The on-call phone moved to Bea", OPS, flush=False)
+        return super().count()
+
+
+def test_reconcile_beside_a_writer_does_not_index_everything_again(
+    database: Database, tmp_path: Path
+) -> None:
+    # A memory written between the replay and the count is in the database and not yet in the
+    # index: it used to look like a wiped index, and every memory was queued and embedded
+    # again, on every start of a process beside busy workers.
+    embedder = build_embedder("packaged")
+    assert embedder is not None
+    index = _WrittenToMeanwhile(tmp_path / "index", dense_dim=embedder.dim)
+    store = MemoryStore(database, index, embedder=embedder)
+    for text in ("Deploys are frozen until Monday", "Ann owns the VPN certificates"):
+        store.remember(text, OPS)
+    index.writer = store
+    assert store.reconcile() == (0, 0)
+    assert store.pending_outbox() == 1  # the new memory's own entry, nothing more
+    assert store.flush_outbox() == 1
+    assert index.count() == 3
+
+
 def test_reconcile_refills_a_new_index_from_the_database(
     database: Database, tmp_path: Path
 ) -> None:
