@@ -244,3 +244,41 @@ def test_a_second_process_recalls_by_meaning_through_the_holder(clean_env: Path)
         assert holder.stdin is not None
         holder.stdin.close()
         holder.wait(60)
+
+
+def test_a_compaction_asked_beside_the_holder_leaves_nothing_of_a_deleted_point(
+    tmp_path: Path,
+) -> None:
+    # `cairn memory erase` beside a running `cairn run`: the process that does not hold the
+    # shard has the holder rewrite it, and the deleted point's payload is in none of its files
+    # (before, the compaction failed as an unavailable index and the bytes stayed).
+    holder = _holder(tmp_path)
+    try:
+        index = EdgeIndex(tmp_path, dense_dim=4)
+        erased_room = "D-zanzibar-quokka"
+        index.upsert(
+            [
+                _memory(
+                    1, "the payroll run is on the 25th", [1.0, 0, 0, 0], private_to=erased_room
+                ),
+                _memory(2, "the payroll run moved to the 24th", [0, 1.0, 0, 0]),
+            ]
+        )
+        index.delete([1])
+
+        def files_naming_the_room() -> list[Path]:
+            folder = Path(index.where)
+            return [
+                f
+                for f in folder.rglob("*")
+                if f.is_file() and erased_room.encode() in f.read_bytes()
+            ]
+
+        assert files_naming_the_room()  # the engine keeps a deleted point's payload until then
+        index.compact()
+        assert files_naming_the_room() == []
+        assert _ask(holder, "payroll", None) == [[2], [2]]  # the holder goes on serving
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(30)
