@@ -65,7 +65,7 @@ class EdgeIndex(QdrantAdapter):
         self._lock = threading.RLock()
         self._shard: Any = None
         self._failure: tuple[float, str] | None = None  # (when, why) the last open failed
-        self._client = ShardClient(self._path)
+        self._client = ShardClient(self._path, on_gone=self._retry_now)
 
     @property
     def _moving(self) -> Path:
@@ -130,6 +130,11 @@ class EdgeIndex(QdrantAdapter):
             log.warning(
                 "the embedded index at %s can't be served to other processes: %s", self.where, exc
             )
+
+    def _retry_now(self) -> None:
+        """The process that held the shard has gone: the next call tries to take it over
+        without waiting for the retry pause."""
+        self._failure = None
 
     def _remote(self) -> ShardClient | None:
         """None when this process holds the shard; the client of the process that holds it

@@ -26,7 +26,7 @@ import struct
 import tempfile
 import threading
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -287,9 +287,13 @@ class ShardClient:
     error of the owner's engine) is raised as IndexUnavailable, as the engine's own would be.
     """
 
-    def __init__(self, shard: Path) -> None:
+    def __init__(self, shard: Path, *, on_gone: Callable[[], None] | None = None) -> None:
+        """``on_gone`` is called when the owner is not there any more (nothing listens on its
+        socket, or it closed the connection mid-request), so that the caller can take the
+        shard over at once instead of after its retry pause."""
         self._address_file = address_file(shard)
         self._local = threading.local()
+        self._on_gone = on_gone
 
     def serving(self) -> bool:
         """Whether an owner has said where it serves (it may have died since)."""
@@ -307,6 +311,8 @@ class ShardClient:
             reply = json.loads(body)
         except (OSError, ValueError) as exc:
             self._drop()
+            if self._on_gone is not None and isinstance(exc, ConnectionError | FileNotFoundError):
+                self._on_gone()
             raise IndexUnavailable(
                 f"the process that owns the embedded index did not answer ({op}): {exc}"
             ) from exc
