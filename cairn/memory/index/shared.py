@@ -267,10 +267,18 @@ class ShardServer:
 
     def stop(self) -> None:
         """Stop serving and remove the socket and its address file."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        server, self._server = self._server, None
+        if server is not None:
+            # The loop notices a shutdown between two waits for a connection, which last half
+            # a second: that was added to the exit of every command that opened the index. A
+            # connection of our own ends the wait at once.
+            stopper = threading.Thread(target=server.shutdown, daemon=True)
+            stopper.start()
+            while stopper.is_alive():
+                with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as poke:
+                    poke.connect(str(self._socket))
+                stopper.join(0.005)
+            server.server_close()
         with contextlib.suppress(OSError):
             if self._address_file.read_text(encoding="utf-8") == str(self._socket):
                 self._address_file.unlink()
