@@ -376,7 +376,7 @@ def run_scale(
         search_only: list[float] = []
         for query in asks:
             t0 = time.perf_counter()
-            qvec = [float(x) for x in embedder.embed([query])[0]] if embedder is not None else None
+            qvec = store.query_vector(query, target)  # as recall embeds a query (ADR 0048)
             t1 = time.perf_counter()
             store.recall(query, target, 10, vector=qvec, touch=False)
             t2 = time.perf_counter()

@@ -379,11 +379,13 @@ class MemorySettings(BaseModel):
     fusion: Literal["score", "rrf"] = "score"
     # How many candidates each of the lexical and dense searches proposes.
     candidates: int = Field(default=50, ge=5, le=1000)
-    # Cross-validation prefers 0.7 / 0.3 on LoCoMo, but a dense weight under 0.4 lets a memory
-    # with two "not useful" reactions stay in a top 5 (cairn bench feedback; ADR 0030).
-    weight_lexical: float = Field(default=0.6, ge=0)
-    weight_dense: float = Field(default=0.4, ge=0)
-    weight_context: float = Field(default=0.7, ge=0)
+    # Chosen held-out on LoCoMo and real chats once the dense query leaves out the names of the
+    # people asked about (ADR 0048; every fold chose 0.4 / 0.6 and neighbours 0.5). Neither
+    # weight may go under 0.4: a memory with two "not useful" reactions would then stay in a
+    # top 5 (cairn bench feedback; ADR 0030).
+    weight_lexical: float = Field(default=0.4, ge=0)
+    weight_dense: float = Field(default=0.6, ge=0)
+    weight_context: float = Field(default=0.5, ge=0)
     # How many turns either side of a matching episodic turn share its relevance.
     context_turns: int = Field(default=2, ge=0, le=10)
     # Boost for memories written within a date the query names ("on 9 November, 2022").
@@ -406,8 +408,8 @@ class MemorySettings(BaseModel):
     # payments"; see cairn/memory/claims.asks_about).
     weight_subject: float = Field(default=1.0, ge=0)
     # Boost for a memory whose author the query names ("what did Caroline paint?" for a turn
-    # Caroline wrote; see cairn/memory/speakers). Chosen held-out (ADR 0030).
-    weight_speaker: float = Field(default=0.5, ge=0)
+    # Caroline wrote; see cairn/memory/speakers). Chosen held-out (ADR 0030, ADR 0048).
+    weight_speaker: float = Field(default=1.0, ge=0)
     # Off: newer values of a fact no longer end older ones (what Cairn did before issue 20).
     supersede: bool = True
     weight_warm: float = Field(default=0.9, ge=0, le=1)

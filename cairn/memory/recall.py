@@ -8,6 +8,7 @@ database); they are proposals only, and every row is re-read through
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,13 +31,17 @@ from cairn.memory.periods import Period, mentioned_periods, without_dates
 from cairn.memory.ranking import Standing, fuse, fuse_scores, modifier, neighbours_boost
 from cairn.memory.records import CONFIRM, UNCONFIRM, Memory, visible_to, vouchers
 from cairn.memory.scope import Scope
-from cairn.memory.speakers import named_speaker
+from cairn.memory.speakers import named_speaker, speaker_terms, without_speakers
 from cairn.memory.supersession import as_of, stale, valid_at
 from cairn.memory.terms import term_set, terms
 
 __all__ = ["Candidates", "Recall", "Recalled", "count_recalls"]
 
 log = logging.getLogger(__name__)
+
+# How long a process trusts the authors it read for a tenant (see Recall.query_vector): a new
+# speaker's name is taken out of dense queries within this many seconds.
+AUTHORS_TTL = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +93,7 @@ class Recall:
         self.default_k = default_k
         self._degraded_warnings = Throttle(60.0)  # one line a minute while the index is down
         self._statements: dict[tuple[object, ...], Any] = {}  # see _statement
+        self._authors: dict[str, tuple[float, dict[str, tuple[str, ...]]]] = {}  # _authors_of
 
     def candidates(
         self,
@@ -134,6 +140,41 @@ class Recall:
         with stages.span("lexical_only"):
             return Candidates(self._lexical(query, scope, n), [], degraded=True)
 
+    def query_vector(self, query: str, scope: Scope) -> list[float] | None:
+        """The embedding the dense search looks for ``query`` by: of the query without the
+        names of the tenant's authors it names (:func:`without_speakers`, ADR 0048), since a
+        name pulls the search toward everything that person said rather than what is asked.
+        None without an embedder."""
+        if self.embedder is None:
+            return None
+        by_term = self._authors_of(scope.tenant)
+        authors = {a for t in set(terms(query)) for a in by_term.get(t, ())}
+        asked = without_speakers(query, authors) if authors else query
+        return [float(x) for x in self.embedder.embed([asked])[0]]
+
+    def _authors_of(self, tenant: str) -> dict[str, tuple[str, ...]]:
+        """The distinct authors of ``tenant``'s memories by each term of their names, read at
+        most every ``AUTHORS_TTL`` seconds per process (by index: ``ix_memory_author``), so
+        that a query looks up its own few terms rather than every author."""
+        now = time.monotonic()
+        cached = self._authors.get(tenant)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        by_term: dict[str, list[str]] = {}
+        with self.db.engine.connect() as conn:
+            for (author,) in conn.execute(
+                sa_select(col(MemoryRow.author))
+                .where(col(MemoryRow.tenant_id) == tenant, col(MemoryRow.author) != "")
+                .distinct()
+            ):
+                for term in speaker_terms(author):
+                    by_term.setdefault(term, []).append(author)
+        found = {term: tuple(authors) for term, authors in by_term.items()}
+        if len(self._authors) >= 1024:
+            self._authors.clear()
+        self._authors[tenant] = (now + AUTHORS_TTL, found)
+        return found
+
     def recall(
         self,
         query: str,
@@ -157,7 +198,8 @@ class Recall:
         when given: a caller that recalls a pool to fill spare room, as the context engine's
         pipeline does, counts what it would have recalled without it); ``now`` is the clock
         for recency;
-        ``vector`` is the query's embedding when the caller has it already.
+        ``vector`` is the query's embedding when the caller has it already (as
+        :meth:`query_vector` gives it).
         """
         k = k or self.default_k
         w = self.weights
@@ -166,6 +208,8 @@ class Recall:
         pool = max(w.candidates, 4 * k)
         # A date the query names becomes a period; the rest of the query is what to look for.
         search = (without_dates(query) or query) if periods else query
+        if vector is None and self.index is not None:
+            vector = self.query_vector(search, scope)
         found = self.candidates(search, scope, pool, vector=vector, periods=periods)
         if w.fusion == "score":
             fused = fuse_scores([(w.weight_lexical, found.lexical), (w.weight_dense, found.dense)])

@@ -117,6 +117,7 @@ class MemoryStore:
         reads = Recall(db, index, embedder, self.weights, default_k)
         self.candidates = reads.candidates
         self.recall = reads.recall
+        self.query_vector = reads.query_vector
         self.flush_outbox = self.index_outbox.flush
         self.pending_outbox = self.index_outbox.pending
         self.reconcile = self.index_outbox.reconcile

@@ -30,13 +30,13 @@ def _with(store: MemoryStore, **weights: Any) -> MemoryStore:
     )
 
 
-def _episode(store: MemoryStore, text: str, thread: str, when: datetime) -> int:
+def _episode(store: MemoryStore, text: str, thread: str, when: datetime, author: str = "") -> int:
     written = store.remember(
         text,
         OPS,
         kind="episode",
         visibility=Visibility.TEAM,
-        source=Source(platform="console", thread=thread),
+        source=Source(platform="console", thread=thread, author=author),
         created_at=when,
         flush=False,
     )
@@ -118,6 +118,17 @@ def test_a_question_naming_a_person_prefers_what_that_person_said(store: MemoryS
             flush=False,
         )
         ids[author] = written.memory.id
+    # Other talk, so that fusion's min-max scaling spans what a real home's candidates span
+    # rather than blowing up the few hundredths between three near-identical texts.
+    for n, text in enumerate(
+        [
+            "The deploy window moved to Friday afternoon",
+            "We walked around the lake after lunch",
+            "Lunch was a sandwich by the water",
+            "The sunset photos came out blurry",
+        ]
+    ):
+        _episode(store, text, f"other{n}", when + timedelta(hours=1, minutes=n))
     store.flush_outbox()
     question = "What did Caroline paint by the lake?"
     named = _with(store, weight_speaker=1.0).recall(question, OPS, 3, now=LATER, touch=False)
@@ -129,3 +140,30 @@ def test_a_question_naming_a_person_prefers_what_that_person_said(store: MemoryS
         {mid: score * (2.0 if mid == ids["@caroline:example.org"] else 1.0)
          for mid, score in before.items()}
     )  # fmt: skip
+
+
+def test_the_dense_search_looks_for_what_is_asked_not_for_who(store: MemoryStore) -> None:
+    """A name in the question drew the dense search to everything that person said: asked
+    "What foods does Nebraas like?", the embedding of the whole question ranked Nebraas's
+    other turns above "I honestly like eggs in any form". The dense query now leaves the
+    name out (ADR 0048); the named person is preferred by the author instead."""
+    when = datetime(2024, 1, 3, 18, tzinfo=UTC)
+    # Real chats are full of short turns; with the name in the query, every one of them
+    # that the person wrote sat nearer the question than the answer did.
+    fillers = ["ok", "nice", "really?", "yes", "cool", "idk", "hmm", "lol", "same", "me too"]
+    said = [("Nebraas", f"Nebraas: {f}") for f in fillers[:5]]
+    said += [("Nebraas", "Nebraas: I honestly like eggs in any form")]
+    said += [("Nicolas", "Nicolas: what about you?")]
+    said += [("Nebraas", f"Nebraas: {f}") for f in fillers[5:]]
+    ids = [
+        _episode(store, text, f"food{n}", when + timedelta(minutes=n), author)
+        for n, (author, text) in enumerate(said)
+    ]
+    store.flush_outbox()
+    question = "What foods does Nebraas like?"
+    assert store.query_vector(question, OPS) == pytest.approx(
+        store.embedder.embed(["What foods does like?"])[0].tolist()  # type: ignore[union-attr]
+    )
+    dense_only = _with(store, weight_lexical=0.0, weight_dense=1.0, weight_context=0.0)
+    found = dense_only.recall(question, OPS, 3, now=LATER, touch=False)
+    assert found[0].memory.id == ids[5]
