@@ -3,11 +3,13 @@ the person a question names."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+import cairn.memory.recall as recall_module
 from cairn.memory import MemoryStore, Scope, Source, Visibility
 from cairn.runtime import Runtime
 
@@ -167,3 +169,23 @@ def test_the_dense_search_looks_for_what_is_asked_not_for_who(store: MemoryStore
     dense_only = _with(store, weight_lexical=0.0, weight_dense=1.0, weight_context=0.0)
     found = dense_only.recall(question, OPS, 3, now=LATER, touch=False)
     assert found[0].memory.id == ids[5]
+
+
+def test_a_new_speakers_name_leaves_the_dense_query_once_the_authors_are_read_again(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process reads a tenant's authors once a minute (AUTHORS_TTL): until then a new
+    speaker's name stays in the dense query; after, it is left out."""
+    embed = store.embedder.embed  # type: ignore[union-attr]
+    when = datetime(2024, 1, 3, 18, tzinfo=UTC)
+    _episode(store, "Nebraas: hi", "t0", when, "Nebraas")
+    question = "What does Zed cook?"
+    assert store.query_vector(question, OPS) == pytest.approx(embed([question])[0].tolist())
+    _episode(store, "Zed: I cook rice", "t1", when, "Zed")
+    # Still within the minute: the authors read before are used.
+    assert store.query_vector(question, OPS) == pytest.approx(embed([question])[0].tolist())
+    now = time.monotonic()
+    monkeypatch.setattr(time, "monotonic", lambda: now + recall_module.AUTHORS_TTL + 1)
+    assert store.query_vector(question, OPS) == pytest.approx(
+        embed(["What does cook?"])[0].tolist()
+    )
