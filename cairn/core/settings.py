@@ -379,12 +379,12 @@ class MemorySettings(BaseModel):
     fusion: Literal["score", "rrf"] = "score"
     # How many candidates each of the lexical and dense searches proposes.
     candidates: int = Field(default=50, ge=5, le=1000)
-    # Chosen held-out on LoCoMo and real chats once the dense query leaves out the names of the
-    # people asked about (ADR 0048; every fold chose 0.4 / 0.6 and neighbours 0.5). Neither
-    # weight may go under 0.4: a memory with two "not useful" reactions would then stay in a
-    # top 5 (cairn bench feedback; ADR 0030).
-    weight_lexical: float = Field(default=0.4, ge=0)
-    weight_dense: float = Field(default=0.6, ge=0)
+    # Held out, every fold now chooses 0.4 / 0.6 (ADR 0048), but that costs the context
+    # engine 2 points of evidence at 4,000 tokens (bench context --locomo) and 0.5 / 0.5 one;
+    # 0.6 / 0.4 costs it nothing. Neither weight may go under 0.4: a memory with two "not
+    # useful" reactions would then stay in a top 5 (cairn bench feedback; ADR 0030).
+    weight_lexical: float = Field(default=0.6, ge=0)
+    weight_dense: float = Field(default=0.4, ge=0)
     weight_context: float = Field(default=0.5, ge=0)
     # How many turns either side of a matching episodic turn share its relevance.
     context_turns: int = Field(default=2, ge=0, le=10)
