@@ -313,8 +313,7 @@ class MemoryRow(SQLModel, table=True):
         Index("ix_memory_retracted", "tenant_id", "retracted", "id"),
         # A fact's earlier values are found by what they are about, within the partition.
         Index("ix_memory_subject", "tenant_id", "scope_key", "subject"),
-        # Recall reads a tenant's authors' names (to take them out of a dense query), and
-        # erasure finds a person's memories, by author.
+        # Recall reads a tenant's authors' names, to take them out of a dense query (ADR 0048).
         Index("ix_memory_author", "tenant_id", "author"),
     )
 

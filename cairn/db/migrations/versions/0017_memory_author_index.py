@@ -5,8 +5,8 @@ Revises: 0016
 Create Date: 2026-12-07
 
 Recall reads the names of a tenant's authors (``SELECT DISTINCT author``) to take them out of
-the query its dense search embeds (ADR 0048), and erasure looks for a person's memories by
-author. Both scanned the tenant's memories; this index answers them.
+the query its dense search embeds (ADR 0048). Without an index that read scans the tenant's
+memories; with it, it reads the index alone.
 """
 
 from collections.abc import Sequence
