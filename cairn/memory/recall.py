@@ -150,7 +150,8 @@ class Recall:
         by_term = self._authors_of(scope.tenant)
         authors = {a for t in set(terms(query)) for a in by_term.get(t, ())}
         asked = without_speakers(query, authors) if authors else query
-        return [float(x) for x in self.embedder.embed([asked])[0]]
+        vector: list[float] = self.embedder.embed([asked])[0].tolist()
+        return vector
 
     def _authors_of(self, tenant: str) -> dict[str, tuple[str, ...]]:
         """The distinct authors of ``tenant``'s memories by each term of their names, read at
