@@ -23,7 +23,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["ImportFigures", "import_command", "measure", "write_records"]
+__all__ = ["ImportFigures", "import_command", "measure", "peak_of", "write_records"]
 
 _KINDS = ("fact", "decision", "preference", "pattern", "constraint")
 _SERVICES = ("payments", "billing", "search", "ledger", "auth", "gateway", "mailer", "ingest")
@@ -59,7 +59,7 @@ def write_records(path: Path, count: int, tenant: str = "console") -> None:
             f.write(json.dumps(record) + "\n")
 
 
-def _peak_of(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+def peak_of(args: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Run ``args``; return (seconds, peak RSS in MiB). Raises ClickException when it fails."""
     started = time.perf_counter()
     with tempfile.TemporaryFile() as stderr:
@@ -84,10 +84,10 @@ def measure(count: int, workdir: Path, embeddings: str = "none") -> ImportFigure
     env = {k: v for k, v in os.environ.items() if k != "CAIRN_DATABASE_URL"}
     env |= {"CAIRN_HOME": str(home), "CAIRN_EMBEDDINGS": embeddings}
     cairn = [sys.executable, "-m", "cairn", "memory"]
-    import_seconds, import_peak = _peak_of(
+    import_seconds, import_peak = peak_of(
         [*cairn, "import", str(source), "--tenant", "console"], env
     )
-    export_seconds, export_peak = _peak_of(
+    export_seconds, export_peak = peak_of(
         [*cairn, "export", "--tenant", "console", "-o", str(workdir / f"out-{count}.jsonl")], env
     )
     return ImportFigures(count, import_seconds, import_peak, export_seconds, export_peak)

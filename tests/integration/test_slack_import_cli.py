@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -149,3 +150,41 @@ def test_the_benchmark_imports_an_export_twice_and_the_second_run_adds_nothing(
     assert figures.second_run_stored == 0
     assert figures.peak_mib > 0
     assert figures.database_mib > 0
+    assert (figures.missing, figures.doubled, figures.not_private) == (0, 0, 0)
+    assert figures.killed_at is None
+
+
+@pytest.mark.slow
+def test_the_benchmark_kills_the_first_import_part_way_and_the_resumed_one_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    from cairn.bench.slack_import import measure
+
+    figures = measure(2000, tmp_path, "none", kill_at=0.4)
+    assert figures.killed_at is not None
+    assert 0 < figures.killed_at < figures.stored
+    assert figures.second_run_stored == 0
+    assert (figures.missing, figures.doubled, figures.not_private) == (0, 0, 0)
+
+
+def test_the_benchmark_check_finds_a_message_missing_doubled_or_outside_its_privacy(
+    tmp_path: Path,
+) -> None:
+    from cairn.bench.slack_import import _checked
+
+    path = tmp_path / "cairn.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE memory (source_channel, source_message, private_to)")
+        db.executemany(
+            "INSERT INTO memory VALUES (?, ?, ?)",
+            [
+                ("C1", "1.0", None),  # public, right
+                ("G1", "2.0", "G1"),  # private, right
+                ("G1", "2.0", "G1"),  # the same message twice
+                ("D1", "3.0", None),  # a DM's message made workspace memory
+                ("C1", "4.0", "C1"),  # a public channel's message kept private
+            ],
+        )
+    db.close()
+    assert _checked(path, 4, {"C1"}) == (0, 1, 2)
+    assert _checked(path, 6, {"C1"}) == (2, 1, 2)
