@@ -15,7 +15,7 @@ characters, for the patterns in Cyrillic, Chinese, Japanese, Korean, Arabic and 
 
 Honest statements that merely sound imperative ("never deploy on Fridays", "ignore the flaky
 test in CI", "when the disk alarm fires, page the on-call") are not instructions to the
-assistant. This module imports nothing of Cairn's.
+assistant. This module imports only :mod:`cairn.core.harm` of Cairn's.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from cairn.core.harm import answers_harmfully, harm_reason
 
 __all__ = ["instruction_reason", "letters", "normalise"]
 
@@ -1259,8 +1261,16 @@ def _first_reason(rules: tuple[_Rule, ...], text: str, *, native: bool = False) 
     return None
 
 
+_LATIN_BUT_WHEN_ASKED = tuple(rule for rule in _LATIN_RULES if rule.reason != _WHEN_ASKED)
+
+
 def _latin_reason(folded: str, *, spaced: bool) -> str | None:
     reason = _first_reason(_LATIN_RULES, folded)
+    if reason == _WHEN_ASKED and not answers_harmfully(folded, unread=True):
+        # A rule for what to answer is a team's policy unless the answer would do harm
+        # ("tell them to file a ticket" is one; "say it's approved" is not, ADR 0049). The
+        # answers are read in English; in another language the rule keeps its flag.
+        reason = _first_reason(_LATIN_BUT_WHEN_ASKED, folded)
     if reason is None:
         # Words split by dots or spacing ("dis.re.gard all pri.or in.struc.tions") come
         # together once everything but letters is dropped.
@@ -1284,6 +1294,9 @@ def _reason(text: str) -> str | None:
             reason = _NEW_ROLE
     if reason is None and not text.isascii() and _NON_LATIN.search(text):
         reason = _first_reason(_NATIVE_RULES, _native(text), native=True)
+    if reason is None:
+        # Not an order to the assistant: is it a statement whose belief would do harm?
+        reason = harm_reason(folded, text)
     return reason
 
 
@@ -1298,6 +1311,10 @@ def instruction_reason(text: str) -> str | None:
     if reason is None:
         return None
     plain = text.lower()
-    if _first_reason(_LATIN_RULES, plain) or _first_reason(_NATIVE_RULES, plain, native=True):
+    if (
+        _first_reason(_LATIN_RULES, plain)
+        or _first_reason(_NATIVE_RULES, plain, native=True)
+        or harm_reason(plain)
+    ):
         return reason
     return reason + _DISGUISED
