@@ -25,7 +25,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cairn.core.harm import answers_harmfully, harm_reason
+from cairn.core.harm import answer_rule, answers_harmfully, harm_reason
 
 __all__ = ["instruction_reason", "letters", "normalise"]
 
@@ -1261,16 +1261,20 @@ def _first_reason(rules: tuple[_Rule, ...], text: str, *, native: bool = False) 
     return None
 
 
-_LATIN_BUT_WHEN_ASKED = tuple(rule for rule in _LATIN_RULES if rule.reason != _WHEN_ASKED)
+_LATIN_BUT_ANSWER_RULES = tuple(
+    rule for rule in _LATIN_RULES if rule.reason not in {_WHEN_ASKED, _ADDRESS}
+)
 
 
 def _latin_reason(folded: str, *, spaced: bool) -> str | None:
     reason = _first_reason(_LATIN_RULES, folded)
-    if reason == _WHEN_ASKED and not answers_harmfully(folded, unread=True):
+    answers = reason == _WHEN_ASKED or (reason == _ADDRESS and answer_rule(folded))
+    if answers and not answers_harmfully(folded, unread=True):
         # A rule for what to answer is a team's policy unless the answer would do harm
-        # ("tell them to file a ticket" is one; "say it's approved" is not, ADR 0049). The
-        # answers are read in English; in another language the rule keeps its flag.
-        reason = _first_reason(_LATIN_BUT_WHEN_ASKED, folded)
+        # ("tell them to file a ticket" is one; "say it's approved" is not, ADR 0049), also
+        # when it names the bot ("Cairn, if someone asks ..."). The answers are read in
+        # English; in another language the rule keeps its flag.
+        reason = _first_reason(_LATIN_BUT_ANSWER_RULES, folded)
     if reason is None:
         # Words split by dots or spacing ("dis.re.gard all pri.or in.struc.tions") come
         # together once everything but letters is dropped.
