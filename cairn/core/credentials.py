@@ -71,7 +71,7 @@ _CODE_WORDS = """
     codigo code cid セキュリティコード 安全码 보안코드 security-code código-de-seguridad larmkod
     larmkoden alarmcode alarmkod türcode turcode pinkod pinkoden пин пин-код
     код digicode puk cvv cvc cvv2 cvc2 csc tür-code kód kódja kódot codi کد কোড รหัสประตู κωδικός
-    קוד कोड 暗証番号 비밀코드 keypad 도어락 msimbo கோட் পিন پن mpin
+    קוד कोड पिन 暗証番号 비밀코드 keypad 도어락 msimbo கோட் পিন پن mpin كود codul codului
 """.split()  # noqa: SIM905 (a word list reads best as prose)
 # What a key, token or secret is called.
 _KEY_WORDS = """
@@ -118,7 +118,10 @@ _OPENS_ANYWHERE = re.compile(
     r"(?i)\b(?:door|doors|gate|alarm|safe|keypad|lock|padlock|locker|server ?room|tür|porte"
     r"|puerta|porta|portão|alarme|alarma|allarme|tresor|coffre|caja fuerte|kluis|deur|drzwi"
     r"|dörr|dør|sejf|lockbox|key ?box|cage|sleutelkast(?:je)?|kluisje|schlüsselkasten|safe box"
-    r"|register|registers|kassa|caisse|till|pos|terminal|도어락|서버실|출입문|현관문|mlango)\b"
+    r"|register|registers|kassa|caisse|till|pos|terminal|도어락|서버실|출입문|현관문|mlango"
+    # where a one-time code authorises a payment (round 9)
+    r"|sms|authenticator|authori[sz]\w*|transfer|payment|betaling|pago|paiement|zahlung|virement"
+    r"|bonifico|überweisung|transferencia|bank-?app)\b"
 )
 # The same, said after "code": "code de la porte", "código de la puerta", "Code für die Tür".
 _OPENS_AFTER = re.compile(
@@ -137,6 +140,24 @@ _READ_OUT = r"(?:\d(?:[ \-–]\d){3,7}|\d{2,3}(?:[ \-–]\d{2,3}){1,3})(?![\w\-�
 _READ_OUT_CODE = re.compile(_READ_OUT)
 # A code's digits: 4 to 8 of them, keyed in (4711#) or read out.
 _CODE_DIGITS = rf"(?:\d{{4,8}}[#*]?(?!\w)|{_READ_OUT})"
+# A connector, then a code's digits: "is 4711", ": 0 0 4 6 1", "ist jetzt 2 4 6 8 1".
+_SAID_TO_BE = re.compile(
+    r"^[^.!?\n]{0,40}?(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé|\bè|\bni|\bje|\beste|\ber|\bär|\bon|"
+    r"\bjest|\bzijn|\bsono|번호\w?)(?:\W+(?:now|jetzt|maintenant|ahora|adesso|teraz|nu|acum))?\W+"
+    + _CODE_DIGITS
+)
+# What kind of number a "code" is when it is not a credential: an error, a postcode, a promo,
+# a booking, a product, a tax or a bank's code.
+_NUMBER_KIND = re.compile(
+    r"(?i)\b(?:error|status|exit|response|return|http|zip|postal|post|postcode|area|dial|country"
+    r"|phone|promo\w*|discount|voucher|coupon|gift|referral|invite|product|item|article|sku|bar"
+    r"|qr|ean|tracking|order|booking|reservation|confirmation|reference|ref|invoice|tax|vat"
+    r"|bank|sort|routing|swift|bic|branch|iban|project|payroll|cost|department|budget|course"
+    r"|class|module|room|rate|menu|dish|airport|flight|event|shift|colou?r|hex|region|language"
+    r"|source|member|loyalty|customer|client|account|vendor|supplier|batch|lot|serial|model"
+    r"|part|fault|diagnostic|ticket|case|unit|station|store|site|location|building|floor|table"
+    r"|programme|program|study|grant|fund|activity|job|task|tariff|hs|cpt|icd)\W+(?:[\w\-]+\W+)?$"
+)
 # Quotes that open a phrase, and what closes each.
 _QUOTES = {"«": "»", "„": "“", "“": "”", '"': '"', "'": "'", "‹": "›", "「": "」"}
 # Where a one-time code arrives: "the code that came to the on-call phone is 384912".
@@ -1144,6 +1165,7 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             or _SENT_TO.search(text, k_end, k_end + 60) is not None
         )
         digits_next = re.match(rf"\s*{_CODE_DIGITS}", text[end:]) is not None
+        said_to_be = _SAID_TO_BE.search(text[end : end + 80]) is not None
         if (
             opens is None
             and plain_code
@@ -1159,6 +1181,9 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
                     )
                 )
             )
+            # "the reception iPhone code is 240617": digits said to be a code are one,
+            # unless a word before it says what kind of number it is (ADR 0034, round 9)
+            and not (said_to_be and not _NUMBER_KIND.search(text, max(0, k_start - 40), k_start))
         ):
             continue  # a payroll, project or promo code: no digits said to be it
         strong = word in _STRONG_CODES or (
@@ -1181,6 +1206,17 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             digits = _CJK_DIGITS.search(text, end, end + 24)
             if digits is not None:
                 found = digits.span()
+        if found is None and kind != "API key or token":
+            # A password or code read out as digits after a connector: "Šifra za sef je
+            # 2 7 7 4 0 1" (round 9).
+            read_out = _SAID_TO_BE.search(text[end : end + 80])
+            if read_out is not None and _READ_OUT_CODE.search(read_out.group()):
+                digits = _READ_OUT_CODE.search(read_out.group())
+                assert digits is not None
+                found = (
+                    end + read_out.start() + digits.start(),
+                    end + read_out.start() + digits.end(),
+                )
         if found is None and kind == "password":
             found = _said_before(text, k_start)
         said = text[found[0] : found[1]] if found is not None else ""

@@ -859,6 +859,19 @@ _FILLER = re.compile(r"([Xx*•#])\1{5,}")
 _MARKER = re.compile(re.escape(SECRET_MARK) + r"[^\]\n]{0,80}\]")
 
 
+# The zeros of the decimal digit sets people type besides ASCII (Arabic-Indic, Persian, N'Ko,
+# Devanagari, Bengali, Gurmukhi, Gujarati, Oriya, Tamil, Telugu, Kannada, Malayalam, Sinhala,
+# Thai, Lao, Tibetan, Myanmar, Khmer, Mongolian, full-width).
+_ASCII_DIGITS = {
+    zero + n: ord("0") + n
+    for zero in (
+        0x0660, 0x06F0, 0x07C0, 0x0966, 0x09E6, 0x0A66, 0x0AE6, 0x0B66, 0x0BE6, 0x0C66, 0x0CE6,
+        0x0D66, 0x0DE6, 0x0E50, 0x0ED0, 0x0F20, 0x1040, 0x17E0, 0x1810, 0xFF10,
+    )  # fmt: skip
+    for n in range(10)
+}
+
+
 def find_secrets(text: str) -> list[Secret]:
     """The credentials in ``text``, in order and not overlapping (where two rules find the
     same place, the more specific one names it). Never raises."""
@@ -868,6 +881,11 @@ def find_secrets(text: str) -> list[Secret]:
     if SECRET_MARK in text:
         # What was masked before stays as it is: its words are not read again.
         text = _MARKER.sub(lambda m: " " * len(m.group()), text)
+    if not text.isascii():
+        # A code in Arabic, Persian, Devanagari, Bengali, Thai or full-width digits is read as
+        # the same code in ASCII digits ("٤٧٢٩" as "4729"); one character each, so every
+        # place found is the same place in the text as written.
+        text = text.translate(_ASCII_DIGITS)
     for secret in _candidates(text):
         if any(start <= secret.start and secret.end <= end for start, end in public):
             continue  # inside a certificate or a public key

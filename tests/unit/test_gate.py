@@ -660,3 +660,44 @@ def test_a_code_sent_alone_after_a_message_that_names_it_is_masked() -> None:
 )
 def test_round8_honest_texts_pass(text: str) -> None:
     assert gate(text).text == text
+
+
+# Round 9 (secrets_holdout11, a hotel chain's chat): general shapes.
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        # digits said to be a code are one, whatever the code opens
+        ("the front desk tablet code is 583920, pls lock it when you leave", "583920"),
+        ("Der Code für den Fahrradkeller ist jetzt 7 3 1 9", "7 3 1 9"),
+        # a code word in Romanian and in Arabic script
+        ("codul alarmei de la bucătărie este 5521", "5521"),
+        ("كود البوابة الخلفية هو 8352", "8352"),
+        # a password read out as digits after a connector
+        ("Lozinka za ured je 4 1 9 0 7 2, ne dijeli dalje", "4 1 9 0 7 2"),
+        # a one-time code where a payment is authorised
+        ("de code van de bank-app voor de overboeking naar de bakker: 55 21 08", "55 21 08"),
+        # digits of other scripts are read as digits
+        ("رمز الخزنة هو ٨٣٥٢٩١", "٨٣٥٢٩١"),
+        ("लॉकर का पिन ४४१९ है", "४४१९"),
+    ],
+)
+def test_round9_shapes_are_masked(text: str, secret: str) -> None:
+    assert secret not in gate(text).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a code said to be a number of another kind
+        "the booking code is 448120, she arrives friday",
+        "error code is 5031 again on the card machine",
+        "the discount code: 2025 for the brunch",
+        "area code is 0211 for the Düsseldorf office",
+        "the meeting is at 10 30 in room 4 12",
+        # digits of other scripts that are not codes
+        "الغرفة رقم ٤١٢ جاهزة",
+        "ऑर्डर संख्या ४५६७८९ भेज दिया गया",
+    ],
+)
+def test_round9_honest_texts_pass(text: str) -> None:
+    assert gate(text).text == text
