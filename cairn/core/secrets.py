@@ -862,14 +862,11 @@ _MARKER = re.compile(re.escape(SECRET_MARK) + r"[^\]\n]{0,80}\]")
 # The zeros of the decimal digit sets people type besides ASCII (Arabic-Indic, Persian, N'Ko,
 # Devanagari, Bengali, Gurmukhi, Gujarati, Oriya, Tamil, Telugu, Kannada, Malayalam, Sinhala,
 # Thai, Lao, Tibetan, Myanmar, Khmer, Mongolian, full-width).
-_ASCII_DIGITS = {
-    zero + n: ord("0") + n
-    for zero in (
-        0x0660, 0x06F0, 0x07C0, 0x0966, 0x09E6, 0x0A66, 0x0AE6, 0x0B66, 0x0BE6, 0x0C66, 0x0CE6,
-        0x0D66, 0x0DE6, 0x0E50, 0x0ED0, 0x0F20, 0x1040, 0x17E0, 0x1810, 0xFF10,
-    )  # fmt: skip
-    for n in range(10)
-}
+_DIGIT_ZEROS = (
+    "\u0660\u06f0\u07c0\u0966\u09e6\u0a66\u0ae6\u0b66\u0be6\u0c66\u0ce6\u0d66\u0de6\u0e50"
+    "\u0ed0\u0f20\u1040\u17e0\u1810\uff10"
+)
+_ASCII_DIGITS = {ord(zero) + n: ord("0") + n for zero in _DIGIT_ZEROS for n in range(10)}
 
 
 def find_secrets(text: str) -> list[Secret]:
