@@ -558,8 +558,9 @@ def remembered_notice(memory: Memory) -> str:
     if memory.flagged:
         return (
             f"remembered, flagged: {memory.text}\n(it reads like an instruction to the assistant, "
-            "so it is kept as an unconfirmed fact and ranks lower; someone other than its author, "
-            "or an admin, can confirm it with a reaction)"
+            "or like a claim that would do harm if it were wrong, so it is kept as an unconfirmed "
+            "fact and ranks lower; someone other than its author, or an admin, can confirm it "
+            "with a reaction)"
         )
     return f"remembered: {memory.text}"
 
