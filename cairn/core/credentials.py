@@ -140,23 +140,11 @@ _READ_OUT = r"(?:\d(?:[ \-–]\d){3,7}|\d{2,3}(?:[ \-–]\d{2,3}){1,3})(?![\w\-�
 _READ_OUT_CODE = re.compile(_READ_OUT)
 # A code's digits: 4 to 8 of them, keyed in (4711#) or read out.
 _CODE_DIGITS = rf"(?:\d{{4,8}}[#*]?(?!\w)|{_READ_OUT})"
-# A connector, then a code's digits: "is 4711", ": 0 0 4 6 1", "ist jetzt 2 4 6 8 1".
+# A connector, then a code's digits: "is 4711", ": 0 0 4 6 1", "je 2 7 7 4 0 1".
 _SAID_TO_BE = re.compile(
     r"^[^.!?\n]{0,40}?(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé|\bè|\bni|\bje|\beste|\ber|\bär|\bon|"
     r"\bjest|\bzijn|\bsono|번호\w?)(?:\W+(?:now|jetzt|maintenant|ahora|adesso|teraz|nu|acum))?\W+"
     + _CODE_DIGITS
-)
-# What kind of number a "code" is when it is not a credential: an error, a postcode, a promo,
-# a booking, a product, a tax or a bank's code.
-_NUMBER_KIND = re.compile(
-    r"(?i)\b(?:error|status|exit|response|return|http|zip|postal|post|postcode|area|dial|country"
-    r"|phone|promo\w*|discount|voucher|coupon|gift|referral|invite|product|item|article|sku|bar"
-    r"|qr|ean|tracking|order|booking|reservation|confirmation|reference|ref|invoice|tax|vat"
-    r"|bank|sort|routing|swift|bic|branch|iban|project|payroll|cost|department|budget|course"
-    r"|class|module|room|rate|menu|dish|airport|flight|event|shift|colou?r|hex|region|language"
-    r"|source|member|loyalty|customer|client|account|vendor|supplier|batch|lot|serial|model"
-    r"|part|fault|diagnostic|ticket|case|unit|station|store|site|location|building|floor|table"
-    r"|programme|program|study|grant|fund|activity|job|task|tariff|hs|cpt|icd)\W+(?:[\w\-]+\W+)?$"
 )
 # Quotes that open a phrase, and what closes each.
 _QUOTES = {"«": "»", "„": "“", "“": "”", '"': '"', "'": "'", "‹": "›", "「": "」"}
@@ -1165,7 +1153,6 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             or _SENT_TO.search(text, k_end, k_end + 60) is not None
         )
         digits_next = re.match(rf"\s*{_CODE_DIGITS}", text[end:]) is not None
-        said_to_be = _SAID_TO_BE.search(text[end : end + 80]) is not None
         if (
             opens is None
             and plain_code
@@ -1181,9 +1168,6 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
                     )
                 )
             )
-            # "the reception iPhone code is 240617": digits said to be a code are one,
-            # unless a word before it says what kind of number it is (ADR 0034, round 9)
-            and not (said_to_be and not _NUMBER_KIND.search(text, max(0, k_start - 40), k_start))
         ):
             continue  # a payroll, project or promo code: no digits said to be it
         strong = word in _STRONG_CODES or (

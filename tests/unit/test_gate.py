@@ -666,9 +666,6 @@ def test_round8_honest_texts_pass(text: str) -> None:
 @pytest.mark.parametrize(
     ("text", "secret"),
     [
-        # digits said to be a code are one, whatever the code opens
-        ("the front desk tablet code is 583920, pls lock it when you leave", "583920"),
-        ("Der Code für den Fahrradkeller ist jetzt 7 3 1 9", "7 3 1 9"),
         # a code word in Romanian and in Arabic script
         ("codul alarmei de la bucătărie este 5521", "5521"),
         ("كود البوابة الخلفية هو 8352", "8352"),
@@ -688,6 +685,10 @@ def test_round9_shapes_are_masked(text: str, secret: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
+        # a plain "code" with nothing said of what it opens is an ops identifier (tried in
+        # round 9 the other way round, and taken back: ADR 0034)
+        "the deploy window code is 909090",
+        "the staging code is 313131",
         # a code said to be a number of another kind
         "the booking code is 448120, she arrives friday",
         "error code is 5031 again on the card machine",

@@ -227,7 +227,8 @@ class Inbound:
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             return  # not an event as Slack sends it: nothing to take in
         kind = event["type"]
-        if kind == "message" and event.get("subtype") in _CONVERTED:
+        subtype = event.get("subtype")
+        if kind == "message" and isinstance(subtype, str) and subtype in _CONVERTED:
             self.channel_changed(body)
         elif kind in {"app_mention", "message"}:
             self._message(body, event)
@@ -379,8 +380,9 @@ class Inbound:
             ts = str(message.get("ts") or "")
             if not ts or not self._from_someone_else(message, me):
                 continue
-            if message.get("subtype") not in _SPOKEN_SUBTYPES:
-                continue
+            subtype = message.get("subtype")
+            if not isinstance(subtype, str | None) or subtype not in _SPOKEN_SUBTYPES:
+                continue  # (a subtype Slack would not send, a list say, is not someone speaking)
             text = from_slack(str(message.get("text") or ""), drop_user=me.user_id)
             if not text:
                 continue
