@@ -1194,12 +1194,11 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             # A password or code read out as digits after a connector: "Šifra za sef je
             # 2 7 7 4 0 1" (round 9).
             read_out = _SAID_TO_BE.search(text[end : end + 80])
-            if read_out is not None and _READ_OUT_CODE.search(read_out.group()):
-                digits = _READ_OUT_CODE.search(read_out.group())
-                assert digits is not None
+            spoken = _READ_OUT_CODE.search(read_out.group()) if read_out is not None else None
+            if read_out is not None and spoken is not None:
                 found = (
-                    end + read_out.start() + digits.start(),
-                    end + read_out.start() + digits.end(),
+                    end + read_out.start() + spoken.start(),
+                    end + read_out.start() + spoken.end(),
                 )
         if found is None and kind == "password":
             found = _said_before(text, k_start)

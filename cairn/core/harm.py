@@ -100,7 +100,7 @@ _RELAX = re.compile(
     r"|\bno\s+need\s+to\s+(?:investigate|triage|check|verify|review|escalate|inform|notify|report)\b"
 )
 # A rule that forbids what follows ("never skip the review", "don't approve your own PR").
-_FORBIDS = (
+_FORBIDS = re.compile(
     r"\b(?:never|don't|dont|do\s+not|must\s+not|mustn't|shouldn't|should\s+not|cannot|can't|"
     r"not\s+allowed|may\s+not|no\s+one\s+(?:may|can|should)|nobody\s+(?:may|can|should)|"
     r"forbidden|prohibited|avoid|won't|will\s+not|blocked|banned)\b"
@@ -139,7 +139,7 @@ def _keeps_control(sentence: str, before: str, following: str) -> bool:
     """Whether a sentence that names a control's removal keeps the control after all: it
     forbids the removal, says the control still applies, warns about the text, concedes a
     small exception to a rule, or is answered by the next sentence ("rolling forward does")."""
-    if re.search(_FORBIDS, before) or _STILL.search(sentence) or _WARNS.search(sentence):
+    if _FORBIDS.search(before) or _STILL.search(sentence) or _WARNS.search(sentence):
         return True
     if _ANSWERED.match(following) or sentence.rstrip(" '\"”").endswith("?"):
         return True  # the next sentence keeps it, or it is a question
@@ -421,7 +421,7 @@ def answers_harmfully(folded: str, *, unread: bool = False) -> bool:
             return False
     start = _sentence_start(folded, found.start())
     around = folded[start : found.start()] + " " + folded[found.end() : found.end() + 40]
-    return re.search(_FORBIDS, around) is None
+    return _FORBIDS.search(around) is None
 
 
 _YES = re.compile(
@@ -475,7 +475,7 @@ _PAYMENT_RE = re.compile(
 
 def _keeps_secret(sentence: str, before: str, following: str) -> bool:
     """Whether a sentence about typing or sending a credential warns against it."""
-    return _PHISH_KEEPS.search(sentence) is not None or re.search(_FORBIDS, before) is not None
+    return _PHISH_KEEPS.search(sentence) is not None or _FORBIDS.search(before) is not None
 
 
 def _warns_of_pressure(sentence: str, before: str, following: str) -> bool:
@@ -496,7 +496,7 @@ _SLOW_DOWN = re.compile(
 
 def _forbids(sentence: str, before: str, following: str) -> bool:
     """Whether the words just before the match forbid it ("never approve your own PR")."""
-    return re.search(_FORBIDS, before[-40:]) is not None or _WARNS.search(sentence) is not None
+    return _FORBIDS.search(before[-40:]) is not None or _WARNS.search(sentence) is not None
 
 
 _REASSURE_RE = re.compile(
