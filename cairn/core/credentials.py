@@ -70,7 +70,8 @@ _CODE_WORDS = """
     验证码 驗證碼 校验码 动态码 인증번호 인증코드 認証コード 確認コード 门禁密码
     codigo code cid セキュリティコード 安全码 보안코드 security-code código-de-seguridad larmkod
     larmkoden alarmcode alarmkod türcode turcode pinkod pinkoden пин пин-код
-    код digicode puk cvv cvc cvv2 cvc2 csc tür-code kód kódja kódot codi کد কোড รหัสประตู κωδικός
+    код digicode disarm puk cvv cvc cvv2 cvc2 csc tür-code kód kódja kódot codi کد কোড
+    รหัสประตู κωδικός
     קוד कोड पिन 暗証番号 비밀코드 keypad 도어락 msimbo கோட் পিন پن mpin كود codul codului
 """.split()  # noqa: SIM905 (a word list reads best as prose)
 # What a key, token or secret is called.
@@ -100,7 +101,8 @@ _NUMBER_WORDS = frozenset(
     kaksi kolme neljä viisi kuusi seitsemän kahdeksan yhdeksän üks kaks kolm neli viis kuus
     seitse kaheksa üheksa kosong satu dua tiga empat lima enam tujuh lapan delapan sembilan
     isa dalawa tatlo apat anim pito walo siyam sıfır bir iki üç dört beş altı yedi sekiz
-    dokuz sifuri moja mbili tatu nne tano sita saba nane tisa
+    dokuz sifuri moja mbili tatu nne tano sita saba nane tisa ぜろ れい まる いち に さん よん
+    し ご ろく なな しち はち きゅう く không một hai ba bốn năm sáu bảy tám chín linh mốt
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # Digits as CJK numerals or Sino-Korean words: 八三五零六二, 일구팔사.
@@ -110,7 +112,9 @@ _OPENS = re.compile(
     r"(?i)\b(?:door|gate|alarm|safe|lock|access|entry|security|entrance|building|keypad"
     r"|garage|wi-?fi|wlan|verification|login|unlock|backup|recovery|pin|otp|2fa|mfa|auth"
     r"|one-time|sms|confirmation|vault|padlock|combination|key ?box|lock ?box|digicode|porte"
-    r"|server ?room|cage|rack|locker|cabinet|mailbox|voicemail|disarm|arm)\W+(?:\w+\W+)?$"
+    r"|server ?room|cage|rack|locker|cabinet|mailbox|voicemail|disarm|arm|master|locks"
+    # a device's screen lock (round 10)
+    r"|i?phone|ipad|tablet|laptop|screen|device|handy|telefono|teléfono|téléphone)\W+(?:\w+\W+)?$"
 )
 # A word for what a code opens, anywhere before it: "the keypad on the server room door ...
 # new code is 4304#".
@@ -132,17 +136,29 @@ _OPENS_AFTER = re.compile(
     r"|ingresso|eingang|ingang|wejścia|bâtiment|edificio|garage|garagem|local|salle|sala"
     r"|armoire|armario|digicode|keypad|lock)"
 )
+# A Wi-Fi network, whose "code" or "key" is a password of letters as often as of digits.
+_WIFI = re.compile(r"(?i)wi-?fi|\bwlan|\bwi fi\b|\bwlan|ssid|wpa")
 # Code words that, like "code", name a credential only with a connector and digits after them
 # and something they open: "the server room keypad is 571938#", not "keypad model 4200".
 _PLAIN_CODES = frozenset({"code", "codes", "override", "keypad", "도어락", "msimbo"})
 # A code read out digit by digit or in groups of two or three.
 _READ_OUT = r"(?:\d(?:[ \-–]\d){3,7}|\d{2,3}(?:[ \-–]\d{2,3}){1,3})(?![\w\-–])"
 _READ_OUT_CODE = re.compile(_READ_OUT)
+# A connector, then digits read out one by one or as words ("ist jetzt 2 4 6 8 1", ": 0 9 0 9 2
+# 2", "is one nine nine two"): what a person keying a code in says, and an id or a count is
+# not said so; "code" needs nothing it opens before it then (round 10).
+_READ_OUT_SAID = re.compile(
+    r"(?i)(?:[^.!?\n(]|\([^)\n]{0,40}\)){0,60}?(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé|\bè|\bni|\bje|\bjest|\bc'est"
+    r"|\bto|\bjetzt|\bahora|\bteraz|\bmaintenant)\W+(?:\d(?: \d){3,7}(?![\w\-–])|(?:(?:"
+    + "|".join(sorted(w for w in _NUMBER_WORDS if w.isalpha() or "'" in w))
+    + r")\b[ ,]*){4,8})"
+)
 # A code's digits: 4 to 8 of them, keyed in (4711#) or read out.
 _CODE_DIGITS = rf"(?:\d{{4,8}}[#*]?(?!\w)|{_READ_OUT})"
 # A connector, then a code's digits: "is 4711", ": 0 0 4 6 1", "je 2 7 7 4 0 1".
 _SAID_TO_BE = re.compile(
-    r"^[^.!?\n]{0,40}?(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé|\bè|\bni|\bje|\beste|\ber|\bär|\bon|"
+    r"^(?:[^.!?\n(]|\([^)\n]{0,40}\))*?(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé|\bè|\bni|\bje|\beste|\ber|\bär|\bon|"
+    r"(?:changed|set|reset) to|"
     r"\bjest|\bzijn|\bsono|번호\w?)(?:\W+(?:now|jetzt|maintenant|ahora|adesso|teraz|nu|acum))?\W+"
     + _CODE_DIGITS
 )
@@ -204,7 +220,8 @@ _SKIP = frozenset(
     uma meu minha nosso nossa il lo gli uno mio mia nostro nostra de het een mijn ons onze mój
     moja nasz nasza nowy nowe yeni benim bizim den det en ett min mitt vår vårt ny nya nytt мой
     моя наш наша новый новая твой ο η το ένας μια μου μας ה ال मेरा मेरी हमारा nya baru saya
-    kami các cái của này mới also just please pls plz btw fyi ok okay oh and und et y e i og och
+    kami các cái của này mới quella quello questa questo also just please pls plz btw fyi ok
+    okay oh and und et y e i og och
     ja и і та a также whatever whichever one ones what which that whoever try use now jetzt
     ahora maintenant agora ora nu teraz сейчас теперь şimdi nyt nå most ny nyní acum tani hiện
     sekarang sasa ngayon abhi अब 今 现在 지금
@@ -768,6 +785,29 @@ def _spoken_digits(text: str, start: int) -> tuple[int, int] | None:
     return (start, end) if count >= 4 else None
 
 
+# Words that say a letter is a capital: "capital M", "P majuscule", "S maiuscola", "großes B".
+_CASE_WORDS = frozenset(
+    """
+    capital caps upper uppercase big small lower lowercase majuscule minuscule maiuscola
+    minuscola mayúscula minúscula maiúscula maiúsculo groß großes großer grosses kleines kleiner
+    wielka wielkie duże mała małe hoofdletter kleine stor stort liten lille büyük küçük
+    """.split()  # noqa: SIM905 (a word list reads best as prose)
+)
+
+
+def _one_character(item: str) -> bool:
+    """Whether a spelled-out item names one character: "i", "2", "#", "capital M",
+    "P majuscule"."""
+    words = item.split()
+    if len(words) == 1:
+        return len(words[0]) == 1
+    return (
+        len(words) == 2
+        and any(len(w) == 1 for w in words)
+        and any(_folded(w) in _CASE_WORDS for w in words)
+    )
+
+
 def _spelled_out(text: str, at: int) -> tuple[int, int] | None:
     """Where a password spelled out runs from ``at``, if one does, as a voice transcript or
     a careful speaker gives one: six characters or more spaced out, digits and letters or
@@ -794,7 +834,10 @@ def _spelled_out(text: str, at: int) -> tuple[int, int] | None:
         run.pop()  # what came after the list
     numbers = sum(_folded(i.strip(".;!?")) in _NUMBER_WORDS for i in run)
     single = sum(len(i.split()) == 1 for i in run)
-    if len(run) >= 6 and numbers >= 2 and single >= len(run) - 2 and numbers < len(run):
+    letters = sum(_one_character(i.strip(".;!?")) for i in run)
+    if (len(run) >= 6 and numbers >= 2 and single >= len(run) - 2 and numbers < len(run)) or (
+        len(run) >= 5 and letters >= max(3, len(run) - 2)
+    ):
         said = re.match(rf"(?:[^,\n]+,[ \t]*){{{len(run) - 1}}}[^,\n]+", text[at:])
         if said is not None:
             return at, at + len(said.group().rstrip(" .;!?"))
@@ -891,6 +934,10 @@ def _window(
                 placed = True
                 continue  # "for the nas", "на роутере": what it is for
             return where  # "changed to X", "поменял на X"
+        if (code or connected) and folded in _NUMBER_WORDS:
+            spoken = _spoken_digits(text, token.start())
+            if spoken is not None:
+                return spoken  # "one nine nine two": "one" is also a word read past
         if folded in _SKIP:
             continue
         if folded in _LOGINS or raw == "/":
@@ -917,6 +964,18 @@ def _window(
             and not _identifier_besides_slug(value)
         ):
             return where  # a passphrase of words: velvet-thunder-pocket-gravel
+        if (
+            hyphened
+            and connected
+            and len(value) >= 4
+            and (raw[0] in _QUOTES or text[: token.start()].rstrip()[-1:] in _QUOTES)
+            and folded not in _ABOUT
+            and any(c.isalnum() for c in value)
+            and not descriptive(folded)
+            and not _identifier(value)
+            and not not_a_value(value)
+        ):
+            return where  # a word in quotes, said to be it: c'est « soleildulac »
         if phrase and connected and raw[0] in _QUOTES:
             close = text.find(_QUOTES[raw[0]], token.start() + 1, token.start() + 100)
             if close - token.start() > 3 and "\n" not in text[token.start() : close]:
@@ -951,10 +1010,6 @@ def _window(
             and not (_identifier(value))
         ):
             return where  # a door code: 27895#, 1615B
-        if code and folded in _NUMBER_WORDS:
-            spoken = _spoken_digits(text, token.start())
-            if spoken is not None:
-                return spoken  # "siete tres nueve uno"
         if (numeric or connected) and value.isdigit() and len(value) == 1:
             digits = re.match(r"\d(?: \d){3,9}(?!\S)", text[where[0] :])
             if digits is not None:
@@ -1048,6 +1103,8 @@ def said_of_something_else(text: str, k_start: int, k_end: int) -> bool:
         previous
         and re.fullmatch(r"\d(?:[\d,]*\d)?(?:\.\d+)?[kKmM]?", previous[-1])
         and not re.search(r"\d[ -]\d{4}\s*$", text[:k_start])
+        and not (len(previous) > 1 and _OPENS_ANYWHERE.fullmatch(previous[-2]))
+        and not (text[k_start:k_end].casefold() in _CODE_SET and text[k_end - 1] not in "sS")
     ):
         return True  # a count: "11999 tokens", "3 keys"; not a card's last group before "PIN"
     return before is not None and _folded(before.group(1)) in _QUALIFIERS
@@ -1098,6 +1155,9 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             kind = "PIN or code"
         if word in _KEY_SET:
             kind = "API key or token"
+        wifi = kind == "PIN or code" and _WIFI.search(text, max(0, k_start - 80), k_end + 12)
+        if wifi:
+            kind = "password"  # a Wi-Fi "code" is its password: "Gæste-wifi koden er hygge2025"
         # The word may go on ("parolası", "lösenordet", "DD_API_KEY_2"): up to four more
         # letters for a word of five or more, none for a short one ("pass", "key", "pin").
         end = k_end
@@ -1144,7 +1204,7 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
         # English and French "code" waits for a connector ("the door code is 4711"), and is
         # a credential only when a word before it says what it opens: a payroll, project,
         # area or promo code is not one.
-        plain_code = _folded(word) in _PLAIN_CODES
+        plain_code = _folded(word) in _PLAIN_CODES and not wifi
         opens = _OPENS_AFTER.match(text, end) if plain_code else None
         if opens is not None:
             end = opens.end()  # "code de la porte": the value comes after what it opens
@@ -1162,12 +1222,13 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
                 and (
                     digits_next
                     or re.search(
-                        r"(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé|\bni|번호\w?)(?:\W+(?:now|jetzt))?\W+"
-                        + _CODE_DIGITS,
+                        r"(?:\bis|:|=|\bnow|\bist|\best|\bes|\bé|\bni|번호\w?|(?:changed|set|reset)"
+                        r" to)(?:\W+(?:now|jetzt))?\W+" + _CODE_DIGITS,
                         text[end : end + 80],
                     )
                 )
             )
+            and not _READ_OUT_SAID.match(text, end, end + 80)
         ):
             continue  # a payroll, project or promo code: no digits said to be it
         strong = word in _STRONG_CODES or (
@@ -1194,7 +1255,13 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             # A password or code read out as digits after a connector: "Šifra za sef je
             # 2 7 7 4 0 1" (round 9).
             read_out = _SAID_TO_BE.search(text[end : end + 80])
-            spoken = _READ_OUT_CODE.search(read_out.group()) if read_out is not None else None
+            spoken = (
+                None
+                if read_out is None
+                else re.search(_CODE_DIGITS + "$", read_out.group())
+                if kind == "PIN or code"
+                else _READ_OUT_CODE.search(read_out.group())
+            )
             if read_out is not None and spoken is not None:
                 found = (
                     end + read_out.start() + spoken.start(),
@@ -1938,7 +2005,9 @@ _GIVEN_WORDS = (
 
 
 # An app-specific password as providers print it: four groups of four letters.
-_APP_PASSWORD = re.compile(r"(?<![\w-])[a-z]{4}-[a-z]{4}-[a-z]{4}-[a-z]{4}(?![\w-])")
+# An app password as Apple and Google print one: four groups of four letters, joined by hyphens
+# or spaces.
+_APP_PASSWORD = re.compile(r"(?<![\w-])[a-z]{4}([- ])[a-z]{4}\1[a-z]{4}\1[a-z]{4}(?![\w-])")
 # A Mailgun key: 32 hex digits, then two groups of 8.
 _MAILGUN = re.compile(r"(?<![\w-])[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}(?![\w-])")
 # "the shared login is Ambulance635$": a login said to be a value that reads as a password.
@@ -1973,10 +2042,23 @@ def code_sent_after(before: str, text: str) -> tuple[int, int] | None:
     """Where ``text`` is a code and nothing else, sent right after a message that names a
     credential and gives none ("the alarm code for the back office is in the next message",
     then "6631"; "код від сейфу надішлю наступним повідомленням", then "41-09-66"); else None."""
-    code = re.fullmatch(rf"\s*({_CODE_DIGITS})\s*", text)
-    if code is None or not any(True for _ in _keywords(before)):
+    span = bare_code(text)
+    if span is None or not any(True for _ in _keywords(before)):
         return None
-    return code.span(1)
+    return span
+
+
+def bare_code(text: str) -> tuple[int, int] | None:
+    """Where the code is when ``text`` is a code and nothing else: "6631", "41-09-66",
+    "7 2 5 5 0", "năm hai chín một tám"; else None."""
+    code = re.fullmatch(rf"\s*({_CODE_DIGITS})\s*[.!]?\s*", text)
+    if code is not None:
+        return code.span(1)
+    start = len(text) - len(text.lstrip())
+    spoken = _spoken_digits(text, start) if start < len(text) else None
+    if spoken is not None and not text[spoken[1] :].strip(" .!"):
+        return spoken
+    return None
 
 
 def _answered(text: str) -> Iterator[tuple[str, int, int]]:
@@ -2048,7 +2130,7 @@ def _shaped(text: str) -> Iterator[tuple[str, int, int]]:
             ):
                 yield "PIN or code", *match.span("v")
     for match in _APP_PASSWORD.finditer(text):
-        letters = match.group().replace("-", "")
+        letters = match.group().replace(match.group(1), "")
         if sum(c in _VOWELS for c in letters) < 0.3 * len(letters) and len(set(letters)) >= 8:
             yield "app password", *match.span()  # as Apple and Google print one
     if "-" in text:
@@ -2069,12 +2151,105 @@ def _shaped(text: str) -> Iterator[tuple[str, int, int]]:
             yield "password", match.start("v"), match.start("v") + len(value)
 
 
+def _wifi_spelled(text: str) -> Iterator[tuple[str, int, int]]:
+    """A Wi-Fi password spelled out after the network's name and a connector, with no
+    password word: "guest wifi for sat: capital M, i, r, a, 2, 5, exclamation mark"."""
+    for wifi in _WIFI.finditer(text):
+        said = _SAID_AFTER_WIFI.match(text, wifi.end(), wifi.end() + 80)
+        if said is not None:
+            spelled = _spelled_out(text, said.end())
+            if spelled is not None:
+                yield "password", *spelled
+
+
+_SAID_AFTER_WIFI = re.compile(
+    r"[^.!?\n]{0,60}?(?::|\bis\b|\bè\b|\bes\b|\bist\b|\best\b|\bc'est\b|\bé\b|\bje\b|\bto\b)"
+    r"(?:[ \t]*:)?[ \t]*"
+)
+# A password of letters, digits and a symbol, mixed case, 8 characters or more:
+# "Lago_Booking2025", "Personel@24 -> Personel@25". Anywhere after a password word, as
+# rotations and corrections give it ("the same as last year, i.e. ..."), when nothing else in
+# the message read it.
+_STRONG_WORD = re.compile(
+    r"(?<![^\s\"'`«»“”(\[<,;:>→])[A-Za-z0-9!@#$%^&*._+\-?~]{8,40}(?![^\s\"'`«»“”)\]>,;:.!?])"
+)
+_STRONG_SYMBOLS = frozenset("!@#$%^&*._-+=?~")
+
+
+def _strong_later(text: str) -> Iterator[tuple[str, int, int]]:
+    """Passwords that read as ones by themselves, after a password word of the message."""
+    first = next(
+        (
+            k
+            for k in _keywords(text)
+            if text[k[0] : k[1]].casefold() in _PASSWORD_SET
+            and not text[k[0] - 1 : k[0]].isalnum()
+            and not text[k[1] : k[1] + 1].isalnum()
+            and not said_of_something_else(text, *k)
+        ),
+        None,
+    )
+    if first is None:
+        return
+    for word in _STRONG_WORD.finditer(text, first[1]):
+        value = word.group().rstrip(".:!?")
+        lower, upper, digit, _ = _classes(value)
+        if (
+            len(value) >= 8
+            and lower
+            and upper
+            and digit
+            and any(c in _STRONG_SYMBOLS for c in value)
+            and "/" not in value
+            and not _EMAIL.search(value)
+            and not _identifier(value)
+        ):
+            yield "password", word.start(), word.start() + len(value)
+
+
+# A one-time code that arrived, with no code word before it: "the bank's SMS to authorise the
+# payroll came: 847201", "je viens de recevoir 418 660" (round 10). A message says it arrived
+# and what for, and holds six digits (or 3 and 3) that no id word names.
+_ARRIVED = re.compile(
+    r"(?i)\b(?:sms|texted|text(?:ed)? me|sent me|just got|received|came in|got a code|llegado"
+    r"|llegó|recibido|recibí|reçu|recevoir|re[çc]ois|bekommen|erhalten|gekommen|ricevuto"
+    r"|arrivato|arrivé|otrzyma\w*|przyszed\w*|przyszł\w*|chegou|recebi|ontvangen|gekregen"
+    r"|получил\w*|пришёл|пришел|прийшов|отримав\w*|geldi|aldım|nhận được|dostałe?[mś]"
+    r"|dostałam)"
+)
+_ARRIVED_FOR = re.compile(
+    r"(?i)\b(?:code|codes|c[oó]digo|codice|kod|kode|koden|bank\w*|banco|banque|banca|autori[sz]\w*"
+    r"|authori[sz]\w*|transfer\w*|verif\w*|confirm\w*|login|log in|sign[- ]in|otp|2fa|airbnb"
+    r"|paypal|n[oó]minas?|payroll|virement|bonifico|przelew\w*|überweisung)"
+)
+_SIX_DIGITS = re.compile(r"\d{3} ?\d{3}")
+_ARRIVED_VALUE = re.compile(
+    r"(?i)(?<![\w#.,/\-])(?<!\d )(?:\d{6}|\d{3} \d{3})(?![\w/\-]|[.,]\d| \d)"
+    r"(?!\s?(?:€|eur|usd|\$|%|kg|km|m²|zł|lei|ron|gbp|chf|pln|mxn))"
+)
+_NAMED_NUMBER = re.compile(
+    r"(?i)(?:invoice|order|ticket|ref|no\.?|nr\.?|n°|#|booking|po|account|iban|tel|phone|room"
+    r"|case|id|reservation|factura|pedido|commande|rechnung|bestellung|fattura|ordine|faktura"
+    r"|zamówieni\w*|numer|number|número|numéro|nummer|numero|tracking|order)\W{0,3}$"
+)
+
+
+def _arrived_code(text: str) -> Iterator[tuple[str, int, int]]:
+    if not _ARRIVED.search(text) or not _ARRIVED_FOR.search(text):
+        return
+    for value in _ARRIVED_VALUE.finditer(text):
+        if not _NAMED_NUMBER.search(text, max(0, value.start() - 16), value.start()):
+            yield "PIN or code", *value.span()
+
+
 def chat_secrets(text: str) -> list[tuple[str, int, int]]:
     """The credentials said in ``text`` as chat says them: (kind, start, end), in the order
     the rules find them (they may overlap; the caller keeps the first). Never raises."""
     found: list[tuple[str, int, int]] = []
     if _FOUR_DIGITS.search(text):
         found += _spaced(text)
+    if _SIX_DIGITS.search(text):
+        found += _arrived_code(text)
     found += _listed(text)
     if " -" in text or "/p:" in text or "|" in text or "%" in text:
         found += _flags(text)
@@ -2083,6 +2258,9 @@ def chat_secrets(text: str) -> list[tuple[str, int, int]]:
         found += _commands(text)
     found += _assignments(text)
     found += _after_keywords(text)
+    found += _strong_later(text)
+    if "wi" in low or "wlan" in low:
+        found += _wifi_spelled(text)
     found += _pairs(text)
     found += _spoken(text)
     found += _headers_and_markup(text)

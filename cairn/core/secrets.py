@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.core.credentials import (
+    bare_code,
     chat_secrets,
     code_sent_after,
     descriptive,
@@ -960,8 +961,10 @@ def may_be_second_part(text: str) -> bool:
     message before it: a key-like word among its first three words, or the rest of one among
     its first six ("oh and the rest is ..."). Cheap, for deciding to read that message."""
     words = text.split(None, 6)[:6]
-    return any(_part(w.strip(",;:()[]\"'")) for w in words[:3]) or any(
-        len(w) >= 8 and _rest_of_a_secret(w) for w in words
+    return (
+        any(_part(w.strip(",;:()[]\"'")) for w in words[:3])
+        or any(len(w) >= 8 and _rest_of_a_secret(w) for w in words)
+        or (len(text) < 80 and bare_code(text) is not None)  # "9 3 7 1" after "code coming"
     )
 
 

@@ -19,7 +19,7 @@ from sqlmodel import select
 from cairn.bot.slack.web import GatedWebClient
 from cairn.core.gate import gate, gated_data, rejoin, visible
 from cairn.core.logs import configure_logging
-from cairn.core.secrets import SECRET_MARK
+from cairn.core.secrets import SECRET_MARK, may_be_second_part
 from cairn.db import insert_values, table
 from cairn.db.models import AgentSession, SessionEvent
 from cairn.runtime import Runtime
@@ -701,4 +701,72 @@ def test_round9_shapes_are_masked(text: str, secret: str) -> None:
     ],
 )
 def test_round9_honest_texts_pass(text: str) -> None:
+    assert gate(text).text == text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        # digits as words that are also words read past ("one", "uno"), Japanese, Vietnamese
+        ("the gate code for the yard is one four four seven ok", "one four four seven"),
+        ("ロッカーの暗証番号は さん なな いち ご です", "さん なな いち ご"),
+        ("mã cửa kho là bốn sáu hai chín nha", "bốn sáu hai chín"),
+        # a plain "code" read out digit by digit needs nothing it opens said before it
+        ("code technicien pour la chaudière : 7 7 3 0 1", "7 7 3 0 1"),
+        ("service code (ask Ben!!): 3 1 4 1 5 then enter", "3 1 4 1 5"),
+        ("van 3 combo is 12-30-8, leave it locked", "12-30-8"),
+        ("to shut the siren off, disarm is 6 0 6 1", "6 0 6 1"),
+        ("side gate keypad got changed to 77120# yesterday", "77120#"),
+        ("the tablet code is 904412 if it locks", "904412"),
+        # a Wi-Fi "code" is a password, of letters too, and may be spelled out or quoted
+        ("Kantine-wifi koden er solsikke77", "solsikke77"),
+        ("site wifi is 'Crew5G' and the code is hardhat4all", "hardhat4all"),
+        ("le code wifi du bungalow c'est « mouette » sans majuscule", "mouette"),
+        ("office wifi for visitors: capital Q, u, a, y, 7, 7, hash", "capital Q, u, a, y, 7, 7"),
+        ("la password del wifi è: T maiuscola, e, r, r, a, 4", "T maiuscola, e, r, r, a, 4"),
+        # a password rotated or corrected later in the message
+        ("payroll portal password same as before but 26: Lohn#Portal25 -> Lohn#Portal26",
+         "Lohn#Portal26"),
+        ("app password for the copier mail: wxqz bntr mplk vhsd", "wxqz bntr mplk vhsd"),
+        # a one-time code that arrived, with no code word before it
+        ("the bank just texted me for the supplier transfer 551 902, type it in", "551 902"),
+        ("me llegó el SMS del banco para confirmar el pago: 730144", "730144"),
+    ],
+)  # fmt: skip
+def test_round10_shapes_are_masked(text: str, secret: str) -> None:
+    assert secret not in gate(text).text
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("the alarm code for the depot comes in the next message", "5 1 9 0"),
+        ("den Tresorcode schicke ich dir gleich separat", "vier acht null zwei"),
+    ],
+)
+def test_round10_a_code_sent_alone_after_its_word_is_masked_in_the_log(
+    before: str, after: str
+) -> None:
+    assert may_be_second_part(after)  # the log reads the message before it
+    kept = gate(after).text
+    found = rejoin(gate(before).text, kept)
+    assert after not in (found[2] if found is not None else kept)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "received invoice 847201 from the bank yesterday",
+        "the bank sent me the transfer confirmation for 120 000 EUR",
+        "got order 662019 from the bank's catering, SMS says it arrives at 12",
+        "error code is 5 0 3 on the pump",
+        "locker 14 has 3 keys in it",
+        'password: "●●●●●●●●" (masked in the dump)',
+        "the wifi code changed, it's on the fridge",
+        "I have one two three things to do before the wifi password reset",
+        "the password rotation failed: ERROR WorkerSourceTask{id=orders-source-0}",
+        "the password policy needs 12 characters, e.g. a sentence",
+    ],
+)
+def test_round10_honest_texts_pass(text: str) -> None:
     assert gate(text).text == text
