@@ -48,7 +48,7 @@ _PASSWORD_WORDS = """
     contra šifra sifra lozinka лозинка пасс пін parool parole slaptažodis slaptazodis
     passu tunnari パス พาสเวิร์ด clau hemlighet hemligheten neno-la-siri neno-siri پسورد رمز رمزش
     பாஸ்வேர்ட் கடவுச்சொல் पासवर्ड passw0rd
-    passcode passphrase pass pwd pw pword
+    passcode passphrase pass pwd pw pword fjalëkalim fjalëkalimi סיסמת 🔑
     kennwort zugangsdaten zugangscode mot-de-passe mdp identifiants contraseña contrasena
     contraseñas clave credenciales senha palavra-passe credenciais wachtwoord ww inlog
     wachtwoorden parola parolă parolası credenziali hasło haslo hasła hasla şifre sifre şifresi
@@ -113,6 +113,7 @@ _OPENS = re.compile(
     r"|garage|wi-?fi|wlan|verification|login|unlock|backup|recovery|pin|otp|2fa|mfa|auth"
     r"|one-time|sms|confirmation|vault|padlock|combination|key ?box|lock ?box|digicode|porte"
     r"|server ?room|cage|rack|locker|cabinet|mailbox|voicemail|disarm|arm|master|locks"
+    r"|duress|panic|engineer|installer|service|unset"
     # a device's screen lock (round 10)
     r"|i?phone|ipad|tablet|laptop|screen|device|handy|telefono|teléfono|téléphone)\W+(?:\w+\W+)?$"
 )
@@ -206,7 +207,7 @@ _CONNECTORS = frozenset(
     is: är var blir er var blev oli jest są była będzie olarak dır dir idi это был была будет є
     був была это: είναι ήταν היא הוא هي هو है था थी là adalah ialah yaitu ni ay ialah ile és
     volt jsou bylo este fost er: er blev は が 是 为 為 는 은 이 가 입니다 です
-    it's it’s that's that’s here's here’s c'est c’est c'était c’était è sono է ነው არის
+    it's it’s its that's that’s here's here’s c'est c’est c'était c’était è sono է ነው არის
     改成 改为 换成 改為 變成 就是 번호 번호는
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
@@ -948,6 +949,8 @@ def _window(
             continue  # "er endret til", "has been changed to": the value follows
         if folded in _PREPOSITIONS:
             if connected and changed and folded in _TO:
+                if folded in _IN and re.match(r"\s+(?:19|20)\d\d\b", text[token.end() :]):
+                    return None  # "changed in 2024": when, not to what
                 continue  # "changed to"
             if connected:
                 return None  # "is in the vault", "jest w 1Password": where it is
@@ -1041,6 +1044,7 @@ _CHANGED = frozenset(
     değişti değiştirildi изменён изменен поменял поменяли змінено
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
+_IN = frozenset(["in", "en", "w", "в", "im", "i"])
 _TO = frozenset(
     ["to", "til", "till", "zu", "auf", "à", "a", "en", "na", "naar", "op", "in", "på", "för", "на",
      "в", "do", "la"]
@@ -1104,7 +1108,11 @@ def said_of_something_else(text: str, k_start: int, k_end: int) -> bool:
         and re.fullmatch(r"\d(?:[\d,]*\d)?(?:\.\d+)?[kKmM]?", previous[-1])
         and not re.search(r"\d[ -]\d{4}\s*$", text[:k_start])
         and not (len(previous) > 1 and _OPENS_ANYWHERE.fullmatch(previous[-2]))
-        and not (text[k_start:k_end].casefold() in _CODE_SET and text[k_end - 1] not in "sS")
+        and not (
+            text[k_start:k_end].casefold() in _CODE_SET | _PASSWORD_SET
+            and text[k_end - 1] not in "sS"
+            and text[k_start - 1 : k_start].isspace()
+        )  # "locker 14 combo", "id ... 901 password X": a singular word is no count
     ):
         return True  # a count: "11999 tokens", "3 keys"; not a card's last group before "PIN"
     return before is not None and _folded(before.group(1)) in _QUALIFIERS
@@ -2242,12 +2250,197 @@ def _arrived_code(text: str) -> Iterator[tuple[str, int, int]]:
             yield "PIN or code", *value.span()
 
 
+# What a code opens, in the languages a site crew writes in (round 10): a code word and one of
+# these in one message, and a number a few words after the code word, is the code.
+_LOCKED = re.compile(
+    r"(?i)(?<![^\W\d_])(?:door|gate|alarm|safe\b|lock|keypad|digilock|barrier|locker|cabinet|container|siren"
+    r"|entrance|entry|garage|changing room|welfare|fire panel|lift|intercom|key ?box|keysafe"
+    r"|puert|porta\b|porte|portë|port[eë]s|dera\b|derë|tür|deur|drzwi|dveř|ajtó|u[sșş]a|врат"
+    r"|двер|kapı|cửa|padlock|bike ?shed|shed|storeroom|store room|plant room|server room"
+    r"|báo động|két|mlango|dur[yuų]|durvj|ģērbtuv|alarm|signaliz|сигнал|сейф|замок|sejf|kasa"
+    r"|trezor|tresor|kluis|coffre|caja fuerte|cofre|cassaforte|kutis|çelës|ਤਾਲ|ਦਰਵਾਜ|ताला"
+    r"|दरवाज|vestiar|öltöz|soyunma|съблекалн|persirengim|szatni|šatn|vestuario|spogliatoio"
+    r"|umklede|omklädn)|金庫|ロッカー|キーボックス|ドア|门|锁|保险箱|문|도어|금고|إنذار|انذار|باب"
+)
+# A word for a code, as a stem that takes endings (kodas, kodi, codul, кодът, ajtókódja), or
+# one that does not inflect ("combi", "mã", "namba", "رمز").
+_CODE_STEM = re.compile(
+    r"(?i)(?<![^\W\d_])(?:[^\W\d_]{0,8}?(?:kod|kód|cod|cód|код)[^\W\d_]{0,4}|code|combi|combo"
+    r"|mã|namba|ਕੋਡ|कोड|şifre\w{0,3}|sifre\w{0,3}|pin|пин|unset with|disarm with)(?![^\W\d_])"
+    r"|رمز|كود|番号|暗証番号|비밀번호"
+)
+# Code words that name something else: a postcode, a barcode, an error or a product code.
+_CODE_STEM_OTHER = re.compile(
+    r"(?i)post|zip|bar|qr|decod|encod|unicod|promo|discount|voucher|rabatt|coupon|kodak|kodex"
+    r"|codec|codex|coder|coding|codici|kodow|postal|pocztow|error|fehler|erreur|product|produkt"
+    r"|article|artikel|shift|schicht|source|quell|review|area|vorwahl|country|swift|bic|iban"
+    r"|tax|vat|hs|cpv|nace|sort|routing|dial|colou?r|color|farb|cost|kosten|project|projekt"
+    r"|version|build|status|exit|return|http|response|event|reason"
+)
+_CODE_NUMBER = re.compile(
+    r"(?<![\w.,:/\-])(?:\d{4,8}[#*]?|\d(?: \d){3,7}|\d(?:-\d){3,7}|\d{1,2}(?:-\d{1,2}){2,3})"
+    r"(?![\w.,:/\-]*\d)(?!\s?(?:€|eur|usd|\$|%|kg|km|m²|m2|mm|cm|zł|lei|lv|pcs|stk|szt))"
+)
+_YEAR_SAID = re.compile(r"(?i)(?:\bin|since|from|of|en|im|w|в|desde|depuis|seit|dal|od)\s+$")
+
+
+def _code_near_a_lock(text: str) -> Iterator[tuple[str, int, int]]:
+    """A code word, something it opens in the same message, and a number a few words after
+    the code word: "signalizacijos kodas sandėlyje 82736",
+    "رمز باب المكتب في الموقع 8142", "hoarding gate combi is 5506" (round 10)."""
+    if not _LOCKED.search(text):
+        return
+    for word in _CODE_STEM.finditer(text):
+        if _CODE_STEM_OTHER.search(word.group()) or said_of_something_else(
+            text, word.start(), word.end()
+        ):
+            continue
+        stop = len(text)
+        for end in (". ", "\n", "! ", "? ", "; "):
+            at = text.find(end, word.end())
+            stop = min(stop, at if at >= 0 else stop)
+        number = _CODE_NUMBER.search(text, word.end(), min(stop, word.end() + 48))
+        if number is None:
+            continue
+        between = text[word.end() : number.start()]
+        if re.search(r"\d{4,}", between) or _NAMED_NUMBER.search(text, word.end(), number.start()):
+            continue  # another number came first, or this one is named: "ticket 4521"
+        value = number.group()
+        if re.fullmatch(r"(?:19|20)\d\d", value) and _YEAR_SAID.search(between):
+            continue  # "changed in 2024"
+        yield "PIN or code", *number.span()
+
+
+# One-time codes as services text them (round 10): "G-219845 is your Google verification code",
+# "Use 3917 to verify your account", "Votre code de connexion : 604 288", "WhatsApp code 402-118".
+_SMS_CODE = re.compile(
+    r"(?P<a>(?:[A-Z]-)?\d{4,8}|\d{3}[ -]\d{3})\s+(?:is|est|es|ist|è|é|jest|je|este|er|är|on)\s+"
+    r"(?:your|votre|ton|tu|su|dein|ihr|il tuo|twój|tw[oó]j|váš|tvůj|codul tău|din|uw|je|seu)\b"
+    r"[^.\n]{0,40}?\b(?:code|c[oó]digo|codice|kod|kód|cod|PIN|OTP|password|passcode)"
+    r"|(?i:\b(?:use|enter|utilisez|usa|use|introduce|introduzca|gib|verwende|wpisz|użyj|digite)"
+    r"\s+)(?P<b>\d{4,8}|\d{3}[ -]\d{3})\s+(?i:to|pour|para|per|um|aby|para)\b"
+    r"|(?i:\b(?:code|c[oó]digo|codice|kod|cod|kód)\b)[^\d\n.]{0,40}?(?P<c>\d{3}[ -]\d{3})(?![\d])"
+)
+# A combination lock's turns: "32 left, 17 right, 5 left".
+_TURNS = re.compile(
+    r"(?i)(?<!\w)\d{1,2}\s*(?:left|right|links|rechts|gauche|droite|izquierda|derecha|sinistra"
+    r"|destra|lewo|prawo|L|R)\b(?:[,;\s]+(?:then\s+|dann\s+|puis\s+|luego\s+)?\d{1,2}\s*"
+    r"(?:left|right|links|rechts|gauche|droite|izquierda|derecha|sinistra|destra|lewo|prawo|L|R)"
+    r"\b){2,}"
+)
+# A password spelled in the phonetic alphabet: "kilo alpha lima echo seven seven bang".
+_PHONETIC = frozenset(
+    """
+    alfa alpha bravo charlie delta echo foxtrot golf hotel india juliet juliett kilo lima mike
+    november oscar papa quebec romeo sierra tango uniform victor whiskey whisky xray x-ray yankee
+    zulu
+    """.split()  # noqa: SIM905 (a word list reads best as prose)
+)
+_SPOKEN_SYMBOLS = frozenset(
+    ["bang", "hash", "at", "dash", "underscore", "dot", "star", "exclamation", "dollar",
+     "percent", "plus", "equals", "slash"]
+)  # fmt: skip
+# After a password's first part: "then 4490", "i potem 7781", "а далі 6287".
+_THEN = re.compile(
+    r"(?i)\b(?:then|and then|followed by|i potem|a potem|potem|а далі|далі|а потом|потом|dann"
+    r"|danach|puis|ensuite|luego|después|poi|depois|sonra|apoi|dan|och sedan|og så)\s+"
+    r"(?P<v>[^\s,;]{3,16})"
+)
+# The first part of a password given as its beginning: "pw starts with Ledger".
+_STARTS_WITH = re.compile(
+    r"(?i)\b(?:starts?\s+with|begins?\s+with|починається\s+з|начинается\s+с|zaczyna\s+się\s+od"
+    r"|beginnt\s+mit|commence\s+par|empieza\s+(?:con|por)|inizia\s+(?:con|per)|começa\s+(?:com|por)"
+    r"|begint\s+met|başlıyor|ile\s+başlar)\s+(?P<v>[^\s,;]{3,24})"
+)
+# A question's answer given for a security question: "security question is first car, answer X".
+_SECURITY_ANSWER = re.compile(
+    r"(?i)\b(?:security|secret|memorable)\s+(?:question|answer)\b[^\n]{0,80}?\banswer\b\W{0,3}"
+    r"(?:is\s+)?(?P<v>[^\s,;]{4,40})"
+)
+_KEY_EMOJI = re.compile(r"🔑\ufe0f?\s*:?\s*(?P<v>[^\s,;]{4,64})")
+
+
+def _sms_codes(text: str) -> Iterator[tuple[str, int, int]]:
+    for match in _SMS_CODE.finditer(text):
+        group = next(g for g in "abc" if match.group(g) is not None)
+        start, end = match.span(group)
+        if group == "c" and said_of_something_else(text, match.start(), match.start() + 4):
+            continue  # "error code 402-118"
+        yield "PIN or code", start, end
+        digits = re.sub(r"\D", "", match.group(group))
+        for again in re.finditer(rf"(?<!\d){digits}(?!\d)", text):
+            if again.start() != start:
+                yield "PIN or code", *again.span()  # the same code in the link beside it
+
+
+def _spoken_letters(text: str) -> Iterator[tuple[str, int, int]]:
+    run: list[re.Match[str]] = []
+    for word in re.finditer(r"[^\W\d_]+(?:-[a-z]+)?", text):
+        folded = word.group().casefold()
+        if folded in _PHONETIC or folded in _NUMBER_WORDS or folded in _SPOKEN_SYMBOLS:
+            if run and text[run[-1].end() : word.start()].strip(" ,"):
+                run = []
+            run.append(word)
+            continue
+        yield from _phonetic_run(run)
+        run = []
+    yield from _phonetic_run(run)
+
+
+def _phonetic_run(run: list[re.Match[str]]) -> Iterator[tuple[str, int, int]]:
+    if len(run) >= 4 and sum(w.group().casefold() in _PHONETIC for w in run) >= 3:
+        yield "password", run[0].start(), run[-1].end()
+
+
+def _worded_more(text: str) -> Iterator[tuple[str, int, int]]:
+    """Parts of a password given in words around it: the rest after "then", an answer to a
+    security question, a value after a key emoji."""
+    for match in _SECURITY_ANSWER.finditer(text):
+        yield "password", *match.span("v")
+    for match in _KEY_EMOJI.finditer(text):
+        value = match.group("v")
+        if not _identifier(value) or "_" in value:
+            yield "password", *match.span("v")
+    for match in _TURNS.finditer(text):
+        yield "PIN or code", *match.span()
+    keywords = [k for k in _keywords(text) if text[k[0] : k[1]].casefold() in _PASSWORD_SET]
+    for _, k_end in keywords[:3]:
+        begins = _STARTS_WITH.search(text, k_end, k_end + 60)
+        if begins is not None:
+            value = begins.group("v").rstrip(".!?")
+            yield "password", begins.start("v"), begins.start("v") + len(value)
+        for then in _THEN.finditer(text, k_end, k_end + 120):
+            value = then.group("v").rstrip(".!?")
+            if any(c.isdigit() for c in value) and not _DATE.fullmatch(value):
+                yield "password", then.start("v"), then.start("v") + len(value)
+                head = re.search(r"(\S{3,24})\s+$", text[k_end : then.start()])
+                if head is not None and head.group(1).isalpha() and head.group(1)[0].isupper():
+                    at = k_end + head.start(1)
+                    yield "password", at, at + len(head.group(1))  # "password Kestrel then"
+
+
+def _read_out_by_a_lock(text: str) -> Iterator[tuple[str, int, int]]:
+    """Digits read out one by one in a message about a lock, with no code word: "barrier at
+    the service yard 1 9 9 0 enter", "container padlock is 0-4-8-1"."""
+    if _LOCKED.search(text):
+        for match in _READ_OUT_ALONE.finditer(text):
+            yield "PIN or code", *match.span()
+
+
+_READ_OUT_ALONE = re.compile(r"(?<![\w.,:/\-])\d(?:([ \-])\d)(?:\1\d){2,6}(?![\w.,:/\-]*\d)")
+
+
 def chat_secrets(text: str) -> list[tuple[str, int, int]]:
     """The credentials said in ``text`` as chat says them: (kind, start, end), in the order
     the rules find them (they may overlap; the caller keeps the first). Never raises."""
     found: list[tuple[str, int, int]] = []
     if _FOUR_DIGITS.search(text):
         found += _spaced(text)
+        found += _code_near_a_lock(text)
+        found += _read_out_by_a_lock(text)
+        found += _sms_codes(text)
+    found += _spoken_letters(text)
+    found += _worded_more(text)
     if _SIX_DIGITS.search(text):
         found += _arrived_code(text)
     found += _listed(text)

@@ -965,7 +965,14 @@ def may_be_second_part(text: str) -> bool:
         any(_part(w.strip(",;:()[]\"'")) for w in words[:3])
         or any(len(w) >= 8 and _rest_of_a_secret(w) for w in words)
         or (len(text) < 80 and bare_code(text) is not None)  # "9 3 7 1" after "code coming"
+        or _OPENS_WITH_CODE.match(text) is not None  # "2 9 0 6 then push the lever"
     )
+
+
+_OPENS_WITH_CODE = re.compile(
+    r"\s*(?:(?i:then|and then|i potem|a potem|potem|а далі|далі|а потом|потом|dann|puis|luego"
+    r"|poi|depois)\s+\S*\d|\d(?:[ \-]\d){3,7}(?![\w\-])|\d{4,8}[#*]?(?![\w\-]))"
+)
 
 
 # A word of eight characters or more: what the rest of a credential would be.

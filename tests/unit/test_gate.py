@@ -770,3 +770,56 @@ def test_round10_a_code_sent_alone_after_its_word_is_masked_in_the_log(
 )
 def test_round10_honest_texts_pass(text: str) -> None:
     assert gate(text).text == text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        # a code word in a language the lists lacked, beside what it opens, then a number
+        ("kodas nuo sandėlio durų 40718, neduok niekam", "40718"),
+        ("kodi i portës së magazinës është 6 2 0 9", "6 2 0 9"),
+        ("mã cửa kho mới là 70315 nhé", "70315"),
+        ("depo kapısı şifresi 5519, kimseye söyleme", "5519"),  # noqa: RUF001 (Turkish spells it so)
+        ("رمز باب المخزن الجديد ٦٣٠٨", "6308"),
+        ("ロッカーの番号は「4 1 7 2」です", "4 1 7 2"),
+        ("yard gate combi is 8813, push hard", "8813"),
+        ("installer code on the alarm panel is 9120", "9120"),
+        # digits read out by a lock with no code word
+        ("bike shed padlock on level 2 is 3-0-9-6", "3-0-9-6"),
+        # one-time codes as services text them
+        ("K-481203 is your Acme sign-in code. It expires in 10 minutes", "K-481203"),
+        ("Use 5720 to verify your supplier account", "5720"),
+        ("Ihr code de connexion : 318 447, ne le partagez pas", "318 447"),
+        # spelled, turned, answered, begun and continued
+        ("wifi password is romeo delta seven two hash", "romeo delta seven two hash"),
+        ("key cabinet: 14 left, 30 right, 8 left", "14 left, 30 right, 8 left"),
+        ("bank security question is mother's maiden name, answer Pemberton77",
+         "Pemberton77"),
+        ("the portal pw starts with Granite and then 5521 no space", "5521"),
+        ("the portal pw starts with Granite and then 5521 no space", "Granite"),
+        ("🔑 site_office_wifi_2025", "site_office_wifi_2025"),
+        ("fjalëkalimi i ri: Mali_Bardhe_77", "Mali_Bardhe_77"),
+        ("support id 1 882 004 120 password 9kq4tz", "9kq4tz"),
+    ],
+)  # fmt: skip
+def test_round10_second_corpus_shapes_are_masked(text: str, secret: str) -> None:
+    assert secret not in gate(text).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "android build 8.14.2 (versionCode 81402) is in review, door sensor fix included",
+        "salasana vaihdettu, löytyy 1Passwordista kohdasta Infra/VPN",
+        "the door code changed in 2024, ask facilities for the new one",
+        "door 3 alarm: error code 4402 again, ticket 5531 raised",
+        "gate 2 postcode is LE4 8BT, delivery slot 0930",
+        "the product code for the padlock is 7045, order 20 more",
+        "3 codes were reset today, 2 passwords expired",
+        "the safe is 45 cm wide and 30 cm deep, order number 204411",
+        "SMS from the courier: parcel 482 110 arrives tomorrow",
+        "turn left at 12, right at 14 and park by the door",
+    ],
+)
+def test_round10_second_corpus_honest_texts_pass(text: str) -> None:
+    assert gate(text).text == text
