@@ -103,6 +103,8 @@ _NUMBER_WORDS = frozenset(
     isa dalawa tatlo apat anim pito walo siyam sıfır bir iki üç dört beş altı yedi sekiz
     dokuz sifuri moja mbili tatu nne tano sita saba nane tisa ぜろ れい まる いち に さん よん
     し ご ろく なな しち はち きゅう く không một hai ba bốn năm sáu bảy tám chín linh mốt
+    صفر واحد اثنان اثنين ثلاثة ثلاث أربعة اربعة خمسة ستة سبعة ثمانية ثمانيه تسعة ek do teen
+    char chaar paanch panch chhe chhah saat aath nau shunya
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 # Digits as CJK numerals or Sino-Korean words: 八三五零六二, 일구팔사.
@@ -138,7 +140,7 @@ _OPENS_AFTER = re.compile(
     r"|armoire|armario|digicode|keypad|lock)"
 )
 # A Wi-Fi network, whose "code" or "key" is a password of letters as often as of digits.
-_WIFI = re.compile(r"(?i)wi-?fi|\bwlan|\bwi fi\b|\bwlan|ssid|wpa")
+_WIFI = re.compile(r"(?i)wi-?fi|\bwlan|\bwi fi\b|ssid|wpa|вай-?фай|ไวไฟ|واي ?فاي|와이파이")
 # Code words that, like "code", name a credential only with a connector and digits after them
 # and something they open: "the server room keypad is 571938#", not "keypad model 4200".
 _PLAIN_CODES = frozenset({"code", "codes", "override", "keypad", "도어락", "msimbo"})
@@ -786,6 +788,14 @@ def _spoken_digits(text: str, start: int) -> tuple[int, int] | None:
     return (start, end) if count >= 4 else None
 
 
+# A letter named by a word: "B as in bravo", "R comme Robert", "S wie Siegfried".
+_AS_IN = re.compile(r"(?i)\S (?:as in|like|comme|wie|como en|come|jak) \w+")
+# Characters spaced out with names of cases and symbols among them.
+_SPACED_WITH_NAMES = re.compile(
+    r"(?i)\S(?: (?:\S|capital|caps|upper|lower|lowercase|uppercase|majuscule|minuscule"
+    r"|maiuscola|minuscola|mayúscula|minúscula|maiúscula|großes?|kleines?|arobase|at|hash|dièse"
+    r"|bang|dash|tiret|underscore|point|dot|étoile|star)){5,31}(?![^\s,;.])"
+)
 # Words that say a letter is a capital: "capital M", "P majuscule", "S maiuscola", "großes B".
 _CASE_WORDS = frozenset(
     """
@@ -798,7 +808,9 @@ _CASE_WORDS = frozenset(
 
 def _one_character(item: str) -> bool:
     """Whether a spelled-out item names one character: "i", "2", "#", "capital M",
-    "P majuscule"."""
+    "P majuscule", "B as in bravo"."""
+    if _AS_IN.fullmatch(item):
+        return True
     words = item.split()
     if len(words) == 1:
         return len(words[0]) == 1
@@ -821,11 +833,20 @@ def _spelled_out(text: str, at: int) -> tuple[int, int] | None:
         lower, upper, digit, _ = _classes("".join(chars))
         if all(len(c) == 1 for c in chars) and ((digit and (lower or upper)) or (lower and upper)):
             return at, at + len(spaced.group())
+    named = _SPACED_WITH_NAMES.match(text, at)
+    if named is not None:
+        words = named.group().split()
+        singles = [w for w in words if len(w) == 1]
+        if len(singles) >= 6 and len(singles) >= len(words) - 3:
+            return at, named.end()  # "S majuscule o l e i l 2 0 2 5 arobase"
     line_end = text.find("\n", at)
     items = re.split(r",[ \t]*", text[at : line_end if line_end >= 0 else len(text)])
     run: list[str] = []
     for item in items:
         words = item.split()
+        if _AS_IN.fullmatch(item.strip()):
+            run.append(item)  # "B as in bravo"
+            continue
         if not 1 <= len(words) <= 3 or len(item) > 16:
             if words and len(run) >= 1:
                 run.append(item)  # the last item may end the sentence: "dièse."
@@ -926,6 +947,19 @@ def _window(
             spelled = _spelled_out(text, where[0])
             if spelled is not None:
                 return spelled  # "is R n 7 O n O 4 2", "c'est K majuscule, huit, arobase, ..."
+        if (
+            hyphened
+            and connected
+            and not skip_next
+            and value.isalpha()
+            and len(value) >= 4
+            and text[: token.start()].rstrip().endswith(":")
+            and re.match(r"[ \t]*(?:[,.;!]|\n|$)", text[where[1] :])
+            and folded not in _ABOUT | _SKIP | _FUNCTION_WORDS | _SWITCHES
+            and not descriptive(folded)
+            and not _is_keyword(value)
+        ):
+            return where  # "hasło dla firmy ochroniarskiej: kasztan": a word, labelled
         if skip_next:
             skip_next = False
             if code and connected and re.fullmatch(r"\d{4,8}[#*]?", value):
@@ -1163,7 +1197,11 @@ def _after_keywords(text: str) -> Iterator[tuple[str, int, int]]:
             kind = "PIN or code"
         if word in _KEY_SET:
             kind = "API key or token"
-        wifi = kind == "PIN or code" and _WIFI.search(text, max(0, k_start - 80), k_end + 12)
+        wifi = (
+            kind == "PIN or code"
+            and (_folded(word) in _PLAIN_CODES or word.endswith(_CODE_ENDINGS))
+            and _WIFI.search(text, max(0, k_start - 80), k_end + 12)
+        )
         if wifi:
             kind = "password"  # a Wi-Fi "code" is its password: "Gæste-wifi koden er hygge2025"
         # The word may go on ("parolası", "lösenordet", "DD_API_KEY_2"): up to four more
@@ -1373,10 +1411,14 @@ _SWITCHES = frozenset(
 def _assignments(text: str) -> Iterator[tuple[str, int, int]]:
     if "=" not in text and ":" not in text:
         return
-    for match in _ASSIGNED.finditer(text):
+    at = 0
+    while (match := _ASSIGNED.search(text, at)) is not None:
+        at = match.end()
         if match.start() and text[match.start() - 1] in "!$@#+":
             continue  # a Matrix id (!room:server, @user:server): no setting, however it reads
         if not _credential_name(match.group("name")):
+            if "=" in match.group(0)[match.end("name") - match.start() :]:
+                at = match.end("name")  # "site: PHPSESSID=...": the value is a setting itself
             continue
         before = re.search(r"([^\W_]+)[ \t]+$", text[max(0, match.start() - 30) : match.start()])
         if before is not None and _folded(before.group(1)) in _QUALIFIERS:
@@ -1403,7 +1445,13 @@ def _assignments(text: str) -> Iterator[tuple[str, int, int]]:
             or ("/" in value and not _mixed_and_long(value))
         ):
             continue  # a URL (its own rule reads it), a path, a variable, a reference
-        if _identifier(value) and not _secret_looking(value, code=False) and not _base64_key(value):
+        lower, upper, digit, _ = _classes(value)
+        if (
+            _identifier(value)
+            and not _secret_looking(value, code=False)
+            and not _base64_key(value)
+            and not (lower and upper and digit)  # 'ri9-Vault-Oak-Tree' is no name
+        ):
             continue  # a name: pg-app-credentials, ecr-login
         if group == "v" and value.isalpha() and not _stated(value):
             continue  # "token: see vault", "password: required"
@@ -1886,7 +1934,7 @@ _COMMAND_WORDS = (
 # spoken digits needs two others.
 _AMBIGUOUS_NUMBERS = frozenset(
     """
-    en et to ni sei hat bir isa un i e a oh one nine due tre
+    en et to ni sei hat bir isa un i e a oh one nine due tre do char che nau ek ba
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
 
@@ -2164,12 +2212,33 @@ def _wifi_spelled(text: str) -> Iterator[tuple[str, int, int]]:
     password word: "guest wifi for sat: capital M, i, r, a, 2, 5, exclamation mark"."""
     for wifi in _WIFI.finditer(text):
         said = _SAID_AFTER_WIFI.match(text, wifi.end(), wifi.end() + 80)
-        if said is not None:
-            spelled = _spelled_out(text, said.end())
-            if spelled is not None:
-                yield "password", *spelled
+        if said is None:
+            continue
+        spelled = _spelled_out(text, said.end())
+        if spelled is not None:
+            yield "password", *spelled
+            continue
+        word = re.match(r"[\"'«“]?([^\s\"'»”,;]{6,40})", text[said.end() :])
+        if word is None or _NOT_THE_KEY.search(text, wifi.end(), said.end()):
+            continue  # "the wifi network name is ...", "its Wi-Fi MAC ...": not its password
+        value = word.group(1).rstrip(".?")
+        lower, upper, digit, symbol = _classes(value)
+        words = re.fullmatch(r"[a-z]+(?:-[a-z]+){2,}", value) is not None
+        if (
+            (words or (lower and digit) or (symbol and (lower or upper) and digit))
+            and not _VERSION.search(value)
+            and not _HOST.fullmatch(value)
+            and not re.fullmatch(r"\d+(?:[.,]\d+)?[a-zA-Z]{1,4}", value)  # "5GHz", "300mbps"
+        ):
+            at = said.end() + word.start(1)
+            yield "password", at, at + len(value)  # "wifi for the waiting area is halden24"
 
 
+# What else a Wi-Fi has that is said after it: its name, its addresses, its speed.
+_NOT_THE_KEY = re.compile(
+    r"(?i)\b(?:name|ssid|network|netz\w*|nom|nombre|naam|nazwa|mac|ip|address|adres\w*|router"
+    r"|speed|band|channel|kanal|canal|signal|bssid|vlan|subnet|gateway|dns)\b"
+)
 _SAID_AFTER_WIFI = re.compile(
     r"[^.!?\n]{0,60}?(?::|\bis\b|\bè\b|\bes\b|\bist\b|\best\b|\bc'est\b|\bé\b|\bje\b|\bto\b)"
     r"(?:[ \t]*:)?[ \t]*"
@@ -2253,10 +2322,12 @@ def _arrived_code(text: str) -> Iterator[tuple[str, int, int]]:
 # What a code opens, in the languages a site crew writes in (round 10): a code word and one of
 # these in one message, and a number a few words after the code word, is the code.
 _LOCKED = re.compile(
-    r"(?i)(?<![^\W\d_])(?:door|gate|alarm|safe\b|lock|keypad|digilock|barrier|locker|cabinet|container|siren"
+    r"(?i)(?<![^\W\d_])(?:door|gate|alarm|safe\b|lock ?box|lock|keypad|digilock|barrier|locker"
+    r"|cabinet|container|siren"
     r"|entrance|entry|garage|changing room|welfare|fire panel|lift|intercom|key ?box|keysafe"
     r"|puert|porta\b|porte|portë|port[eë]s|dera\b|derë|tür|deur|drzwi|dveř|ajtó|u[sșş]a|врат"
     r"|двер|kapı|cửa|padlock|bike ?shed|shed|storeroom|store room|plant room|server room"
+    r"|kisanduku|funguo|boîte à clé|khóa|chìa|intercom|interfon|domofon|citofono|sprechanlage"
     r"|báo động|két|mlango|dur[yuų]|durvj|ģērbtuv|alarm|signaliz|сигнал|сейф|замок|sejf|kasa"
     r"|trezor|tresor|kluis|coffre|caja fuerte|cofre|cassaforte|kutis|çelës|ਤਾਲ|ਦਰਵਾਜ|ताला"
     r"|दरवाज|vestiar|öltöz|soyunma|съблекалн|persirengim|szatni|šatn|vestuario|spogliatoio"
@@ -2265,7 +2336,7 @@ _LOCKED = re.compile(
 # A word for a code, as a stem that takes endings (kodas, kodi, codul, кодът, ajtókódja), or
 # one that does not inflect ("combi", "mã", "namba", "رمز").
 _CODE_STEM = re.compile(
-    r"(?i)(?<![^\W\d_])(?:[^\W\d_]{0,8}?(?:kod|kód|cod|cód|код)[^\W\d_]{0,4}|code|combi|combo"
+    r"(?i)(?<![^\W\d_])(?:[^\W\d_]{0,8}?(?:kod|kód|cod|cód|код)[^\W\d_]{0,4}|code|combi|combo|kombi"
     r"|mã|namba|ਕੋਡ|कोड|şifre\w{0,3}|sifre\w{0,3}|pin|пин|unset with|disarm with)(?![^\W\d_])"
     r"|رمز|كود|番号|暗証番号|비밀번호"
 )
@@ -2282,6 +2353,70 @@ _CODE_NUMBER = re.compile(
     r"(?![\w.,:/\-]*\d)(?!\s?(?:€|eur|usd|\$|%|kg|km|m²|m2|mm|cm|zł|lei|lv|pcs|stk|szt))"
 )
 _YEAR_SAID = re.compile(r"(?i)(?:\bin|since|from|of|en|im|w|в|desde|depuis|seit|dal|od)\s+$")
+
+
+# What a lock is said to be, up to its number: "alarm old town: 1184", "CD safe westfield =
+# 318824", "cabinet lock changed to 4471", "yard gate for the vans: #7720" (round 10).
+_LOCK_SAID = re.compile(
+    r"(?:[^.!?\n\d:=]|\.(?= [A-Z])){0,40}?(?:[:=→]|\bis\b|\bes\b|\best\b|\bist\b|\bè\b|\bé\b"
+    r"|\bje\b|\bjest\b|\bnow\b|changed to|set to|\bnou[aă]?\b|neue?|nuevo|nueva|nouveau"
+    r"|nouvelle)[ \t]*#?"
+)
+# Locks whose number follows their name with nothing between: "keysafe by the back door 0912".
+_KEY_LOCKS = re.compile(
+    r"(?i)key ?safe|key ?box|lock ?box|padlock|combination|kombi|tresor|kluis|cofre|coffre"
+    r"|cassaforte|caja fuerte|sejf|сейф|kisanduku|funguo|boîte à clés?|hộp chìa khóa|\bsafe\b"
+)
+# A number of a time, not a code: "at 0930", "1430 h", "till 1800".
+_TIME_SAID = re.compile(
+    r"(?i)(?:\bat|\bum|\bà|\ba las|\balle|\bfrom|\buntil|\btill|\bby|\bbefore"
+    r"|\bafter|\bbis|\bab)\s*$"
+)
+_AFTER_TIME = re.compile(r"(?i)\s?(?:am|pm|h\b|hrs|uhr|uur|horas|heures)")
+_COUNTED = re.compile(
+    r"(?i)\s*(?:units?|pcs|items?|boxes|bags|tabs?|tablets|mg|ml|mins?|minutes|hours|days|people"
+    r"|patients|doses|packs|cartons|bottles|pallets|stück|sztuk|unidades|pièces)\b"
+)
+
+
+def _lock_numbers(text: str) -> Iterator[tuple[str, int, int]]:
+    """A lock named, then said to be a number: the number is its code."""
+    for lock in _LOCKED.finditer(text):
+        if _GOODS_BEFORE.search(text, max(0, lock.start() - 40), lock.start()):
+            continue  # "the product code for the padlock is 7045": the padlock's, not its code
+        said = _LOCK_SAID.match(text, lock.end())
+        if said is None and _KEY_LOCKS.fullmatch(lock.group()) is None:
+            continue
+        start = said.end() if said is not None else lock.end()
+        if said is None:
+            gap = re.match(r"[^.!?\n\d]{0,40}?(?=\d)", text[start:])
+            if gap is None:
+                continue
+            start += gap.end()
+        number = _CODE_NUMBER.match(text, start)
+        if number is None or _COUNTED.match(text, number.end()):
+            continue
+        if re.match(r"\s*[x×]\s*\d", text[number.end() :]):
+            continue  # a size: "2110 x 926"
+        value = number.group()
+        if re.fullmatch(r"(?:[01]\d|2[0-3])[0-5]\d", value) and (
+            _TIME_SAID.search(text, max(0, number.start() - 12), number.start())
+            or _AFTER_TIME.match(text, number.end())
+        ):
+            continue
+        if _NAMED_BETWEEN.search(text, lock.end(), number.start()):
+            continue  # "gas safe no is 559121": the number of something
+        yield "PIN or code", *number.span()
+
+
+_GOODS_BEFORE = re.compile(
+    r"(?i)\b(?:product|model|serial|part|article|item|sku|catalog(?:ue)?|price|size|order"
+    r"|invoice|pzn|ean|barcode)\b"
+)
+_NAMED_BETWEEN = re.compile(
+    r"(?i)\b(?:no|nr|n°|number|num|ref|id|serial|model|reg|registration|order|invoice|ticket"
+    r"|booking|account|tel|phone|room|numer|número|numéro|nummer|numero)\b"
+)
 
 
 def _code_near_a_lock(text: str) -> Iterator[tuple[str, int, int]]:
@@ -2322,11 +2457,15 @@ _SMS_CODE = re.compile(
     r"|(?i:\b(?:code|c[oó]digo|codice|kod|cod|kód)\b)[^\d\n.]{0,40}?(?P<c>\d{3}[ -]\d{3})(?![\d])"
 )
 # A combination lock's turns: "32 left, 17 right, 5 left".
+_SIDE = (
+    r"(?:left|right|links|rechts|gauche|droite|izquierda|derecha|sinistra|destra|lewo|prawo"
+    r"|L|R)\b"
+)
 _TURNS = re.compile(
-    r"(?i)(?<!\w)\d{1,2}\s*(?:left|right|links|rechts|gauche|droite|izquierda|derecha|sinistra"
-    r"|destra|lewo|prawo|L|R)\b(?:[,;\s]+(?:then\s+|dann\s+|puis\s+|luego\s+)?\d{1,2}\s*"
-    r"(?:left|right|links|rechts|gauche|droite|izquierda|derecha|sinistra|destra|lewo|prawo|L|R)"
-    r"\b){2,}"
+    rf"(?i)(?<!\w)\d{{1,2}}\s*{_SIDE}(?:[,;\s]+(?:then\s+|dann\s+|puis\s+|luego\s+|poi\s+)?"
+    rf"\d{{1,2}}\s*{_SIDE}){{2,}}"
+    rf"|(?<!\w){_SIDE}\s*\d{{1,2}}(?:[,;\s]+(?:then\s+|dann\s+|puis\s+|luego\s+|poi\s+)?"
+    rf"{_SIDE}\s*\d{{1,2}}){{2,}}(?!\d)"
 )
 # A password spelled in the phonetic alphabet: "kilo alpha lima echo seven seven bang".
 _PHONETIC = frozenset(
@@ -2382,14 +2521,25 @@ def _spoken_letters(text: str) -> Iterator[tuple[str, int, int]]:
                 run = []
             run.append(word)
             continue
-        yield from _phonetic_run(run)
+        yield from _phonetic_run(run, text)
         run = []
-    yield from _phonetic_run(run)
+    yield from _phonetic_run(run, text)
 
 
-def _phonetic_run(run: list[re.Match[str]]) -> Iterator[tuple[str, int, int]]:
-    if len(run) >= 4 and sum(w.group().casefold() in _PHONETIC for w in run) >= 3:
+def _phonetic_run(run: list[re.Match[str]], text: str) -> Iterator[tuple[str, int, int]]:
+    if (
+        len(run) >= 4
+        and sum(w.group().casefold() in _PHONETIC for w in run) >= 3
+        and not _SPELLED_OTHER.search(text, max(0, run[0].start() - 40), run[0].start())
+    ):
         yield "password", run[0].start(), run[-1].end()
+
+
+# What else people spell in the phonetic alphabet: a postcode, a plate, a reference.
+_SPELLED_OTHER = re.compile(
+    r"(?i)post ?code|zip|plate|\breg\b|registration|call ?sign|\bref|reference|booking|flight"
+    r"|surname|name|\bplz\b|code postal|c[oó]digo postal|kennzeichen|matr[ií]cula"
+)
 
 
 def _worded_more(text: str) -> Iterator[tuple[str, int, int]]:
@@ -2438,6 +2588,7 @@ def chat_secrets(text: str) -> list[tuple[str, int, int]]:
         found += _spaced(text)
         found += _code_near_a_lock(text)
         found += _read_out_by_a_lock(text)
+        found += _lock_numbers(text)
         found += _sms_codes(text)
     found += _spoken_letters(text)
     found += _worded_more(text)
@@ -2452,7 +2603,7 @@ def chat_secrets(text: str) -> list[tuple[str, int, int]]:
     found += _assignments(text)
     found += _after_keywords(text)
     found += _strong_later(text)
-    if "wi" in low or "wlan" in low:
+    if _WIFI.search(text):
         found += _wifi_spelled(text)
     found += _pairs(text)
     found += _spoken(text)

@@ -966,7 +966,16 @@ def may_be_second_part(text: str) -> bool:
         or any(len(w) >= 8 and _rest_of_a_secret(w) for w in words)
         or (len(text) < 80 and bare_code(text) is not None)  # "9 3 7 1" after "code coming"
         or _OPENS_WITH_CODE.match(text) is not None  # "2 9 0 6 then push the lever"
+        or (len(text) < 200 and _ANSWER_LIKE.search(text, 0, 120) is not None)
     )
+
+
+# What answers "what's the code?" in the next message: "same as before, 6413", "its Lbl-Pr1nt-3x",
+# "new one is 7 3 5 2".
+_ANSWER_LIKE = re.compile(
+    r"(?<![\w.,:/\-])(?:\d{4,8}[#*]?|\d(?: \d){3,7}|(?=[^\s]*\d)(?=[^\s]*[A-Za-z])[^\s,;]{6,32})"
+    r"(?![\w\-])"
+)
 
 
 _OPENS_WITH_CODE = re.compile(
@@ -1004,6 +1013,8 @@ def find_split(before: str, text: str) -> tuple[str, int, int, int, int] | None:
         rest = next(
             (m for m in re.finditer(r"\S+", text[:60]) if _rest_of_a_secret(m.group())), None
         )
+        if rest is None and "PIN or code" in before[marked:]:
+            rest = re.search(r"(?<![\w.,:/\-])\d{2,8}[#*]?(?![\w.,:/\-])", text[:40])
         if rest is not None:
             kind = before[marked + len(SECRET_MARK) :].split("]", 1)[0].strip() or "password"
             return kind, len(before), len(before), *rest.span()
@@ -1038,10 +1049,37 @@ def find_answered(before: str, text: str) -> list[Secret]:
         and not any(k.start < secret.end - offset and secret.start - offset < k.end for k in alone)
     ]
     if not found and not alone and SECRET_MARK not in tail:
-        code = code_sent_after(tail, text)
+        code = code_sent_after(tail, text) or _answer_to(tail, text)
         if code is not None:
             found.append(Secret("PIN or code", *code))
     return found
+
+
+# A question for a code or a password, on the last line of a message.
+_ASKS_FOR = re.compile(
+    r"(?i)(?:code|pin|combo|combi|password|passcode|kod|cod|hasło|mdp)[^\n]*\?\s*$"
+)
+
+
+def _answer_to(before: str, text: str) -> tuple[int, int] | None:
+    """Where the code is in ``text`` when ``before`` asked for one ("what's the med cabinet
+    code at docklands?", then "3390 still, nobody changed it"): the first number of 4 to 8
+    digits, or read out, near its start."""
+    asked = _ASKS_FOR.search(before[-200:])
+    if asked is None or _ASKS_OTHER.search(asked.group()):
+        return None
+    number = re.search(r"(?<![\w.,:/\-])(?:\d{4,8}[#*]?|\d(?: \d){3,7})(?![\w.,:/\-])", text[:60])
+    if number is None or re.search(
+        r"(?i)(?:\bpr|#|ticket|issue|order|ref|\bno|\bnr)\W{0,2}$", text[: number.start()]
+    ):
+        return None
+    return number.span()
+
+
+_ASKS_OTHER = re.compile(
+    r"(?i)code ?review|(?:error|source|promo|discount|post|zip|area|tax|cost|shift|product|bar)"
+    r" ?codes?|codebase"
+)
 
 
 def has_secret(text: str) -> bool:

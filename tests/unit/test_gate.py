@@ -823,3 +823,74 @@ def test_round10_second_corpus_shapes_are_masked(text: str, secret: str) -> None
 )
 def test_round10_second_corpus_honest_texts_pass(text: str) -> None:
     assert gate(text).text == text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        # a lock named, then said to be a number, with no code word
+        ("server cage padlock: 4471, spin it after", "4471"),
+        ("back office safe = 802213 until friday", "802213"),
+        ("bin store gate for the lorries: #5512 then pull", "5512"),
+        ("lockbox by the side door 7730, scramble it after", "7730"),
+        ("walk-in fridge lock changed to 6612 after the audit", "6612"),
+        ("Kisanduku cha funguo kwa Bw. Otieno: 4418", "4418"),
+        # number words of Arabic and Hindi, said as a code
+        ("رمز القفل: خمسة اثنان تسعة ثلاثة", "خمسة اثنان تسعة ثلاثة"),
+        ("locker ka code teen saat paanch aath hai", "teen saat paanch aath"),
+        # a combination's turns, side first
+        ("combinazione: sinistra 12, destra 30, sinistra 7", "sinistra 12, destra 30, sinistra 7"),
+        # spelled with names of letters, cases and symbols
+        ("the password is K as in kilo, 7, M as in mike, lowercase a, 9, 9",
+         "K as in kilo, 7, M as in mike, lowercase a, 9, 9"),
+        ("mdp : T majuscule r e f l e 4 4 dièse", "T majuscule r e f l e 4 4 dièse"),
+        # a Wi-Fi said to be a password, with no password word
+        ("the wifi for the staff room is morningtea42", "morningtea42"),
+        ("вай-фай в офисе: Ofis_2026#", "Ofis_2026#"),
+        # a word after a password's label, and a quoted setting with a passphrase
+        ("hasło dla kuriera: wiewiórka", "wiewiórka"),
+        ("export BORG_PASSPHRASE='t7-Maple-Stone-Lake'", "t7-Maple-Stone-Lake"),
+        ("on the portal: SESSIONID=x8k2m9q4r7t1v5w3y6z0a2b4", "x8k2m9q4r7t1v5w3y6z0a2b4"),
+    ],
+)  # fmt: skip
+def test_round10_third_corpus_shapes_are_masked(text: str, secret: str) -> None:
+    assert secret not in gate(text).text
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "secret"),
+    [
+        ("> what's the key cabinet code at the depot?", "2206 still, nobody changed it", "2206"),
+        ("safe at the back first half 4410", "second half 8812 then turn", "8812"),
+    ],
+)
+def test_round10_a_code_given_as_an_answer_or_a_second_half_is_masked(
+    before: str, after: str, secret: str
+) -> None:
+    kept = gate(after).text
+    found = rejoin(gate(before).text, kept)
+    assert found is not None
+    assert secret not in found[2]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the wifi network name at the depot is Depot2Go, ask Sam for the key",
+        "its Wi-Fi MAC is b7:22:4f:10:9c:01, add it to the allowlist",
+        "the wifi is 5GHz only now",
+        "postcode is November Romeo three, one Alpha Bravo",
+        "the door they sent is 2110 x 926",
+        "engineer's gas safe no is 559121, checked on the register",
+        "gate B: departure at 1430",
+        "password: required",
+        "door 4: 1200 units delivered",
+    ],
+)
+def test_round10_third_corpus_honest_texts_pass(text: str) -> None:
+    assert gate(text).text == text
+
+
+def test_round10_a_review_question_does_not_make_its_answer_a_code() -> None:
+    kept = gate("PR 4521 needs one").text
+    assert rejoin(gate("any code review today?").text, kept) is None
