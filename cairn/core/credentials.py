@@ -442,7 +442,22 @@ _PREFIXED_SCRIPT = re.compile(r"[\u0590-\u06ff]")
 _WORD_PREFIXES = re.compile(r"[והבלמשכ]{1,3}|(?:[وفبلك]?(?:ال)?|[وف]?[بلك])")
 
 
-def _keywords(text: str) -> Iterator[tuple[int, int]]:
+_LAST_KEYWORDS: tuple[str, tuple[tuple[int, int], ...]] = ("", ())
+
+
+def _keywords(text: str) -> tuple[tuple[int, int], ...]:
+    """Where the credential words of ``text`` are (see :func:`_find_keywords`); several rules
+    ask for one text in a row, so the last answer is kept."""
+    global _LAST_KEYWORDS
+    last = _LAST_KEYWORDS  # (one read: another thread may replace it meanwhile)
+    if last[0] == text and text:
+        return last[1]
+    found = tuple(_find_keywords(text))
+    _LAST_KEYWORDS = (text, found)
+    return found
+
+
+def _find_keywords(text: str) -> Iterator[tuple[int, int]]:
     """Where the credential words of ``text`` are: a word in a script that spaces its words
     must start a word (or follow ``_``, ``-``, a digit); one in another script may be joined
     to the word before it ("wifi密码", "وكلمة المرور"); a compound that ends in a word for a
@@ -1885,7 +1900,7 @@ def _wrapped(text: str, found: list[tuple[str, int, int]]) -> Iterator[tuple[str
         if len(joined) < 24 or any(s < match.end() and match.start() < e for _, s, e in found):
             continue
         before = text[max(0, match.start() - 120) : match.start()].rsplit("\n", 2)[-2:]
-        named = any(next(_keywords(line), None) for line in before)
+        named = any(_keywords(line) for line in before)
         lower, upper, digit, _ = _classes(joined)
         mixed = digit and (lower or upper) and ((lower and upper) or _HEX.fullmatch(joined))
         if named or (mixed and joined.startswith("eyJ")):
@@ -2121,7 +2136,7 @@ def _answered(text: str) -> Iterator[tuple[str, int, int]]:
     """The credential that answers a question for one, on the lines below it."""
     for asked in _ASKED.finditer(text):
         line = text[text.rfind("\n", 0, asked.start()) + 1 : asked.start()]
-        if next(_keywords(line), None) is None:
+        if not _keywords(line):
             continue
         word = re.match(r"[`'\"]?([^\s`'\"]{6,64})", text[asked.end() :])
         if word is None:
@@ -2234,6 +2249,10 @@ def _wifi_spelled(text: str) -> Iterator[tuple[str, int, int]]:
             yield "password", at, at + len(value)  # "wifi for the waiting area is halden24"
 
 
+_WIFI_HINT = re.compile(
+    literal_alternation(["wifi", "wi-fi", "wi fi", "wlan", "ssid", "wpa", "вай", "ไวไฟ", "واي",
+                         "와이파이"])
+)  # fmt: skip
 # What else a Wi-Fi has that is said after it: its name, its addresses, its speed.
 _NOT_THE_KEY = re.compile(
     r"(?i)\b(?:name|ssid|network|netz\w*|nom|nombre|naam|nazwa|mac|ip|address|adres\w*|router"
@@ -2251,10 +2270,13 @@ _STRONG_WORD = re.compile(
     r"(?<![^\s\"'`«»“”(\[<,;:>→])[A-Za-z0-9!@#$%^&*._+\-?~]{8,40}(?![^\s\"'`«»“”)\]>,;:.!?])"
 )
 _STRONG_SYMBOLS = frozenset("!@#$%^&*._-+=?~")
+_LETTERS_AND_DIGITS = re.compile(r"[A-Za-z][^\s]{0,38}\d|\d[^\s]{0,38}[A-Za-z]")
 
 
 def _strong_later(text: str) -> Iterator[tuple[str, int, int]]:
     """Passwords that read as ones by themselves, after a password word of the message."""
+    if _LETTERS_AND_DIGITS.search(text) is None:
+        return  # (most messages: nothing to look for, and no keyword search)
     first = next(
         (
             k
@@ -2321,25 +2343,84 @@ def _arrived_code(text: str) -> Iterator[tuple[str, int, int]]:
 
 # What a code opens, in the languages a site crew writes in (round 10): a code word and one of
 # these in one message, and a number a few words after the code word, is the code.
-_LOCKED = re.compile(
-    r"(?i)(?<![^\W\d_])(?:door|gate|alarm|safe\b|lock ?box|lock|keypad|digilock|barrier|locker"
-    r"|cabinet|container|siren"
-    r"|entrance|entry|garage|changing room|welfare|fire panel|lift|intercom|key ?box|keysafe"
-    r"|puert|porta\b|porte|portë|port[eë]s|dera\b|derë|tür|deur|drzwi|dveř|ajtó|u[sșş]a|врат"
-    r"|двер|kapı|cửa|padlock|bike ?shed|shed|storeroom|store room|plant room|server room"
-    r"|kisanduku|funguo|boîte à clé|khóa|chìa|intercom|interfon|domofon|citofono|sprechanlage"
-    r"|báo động|két|mlango|dur[yuų]|durvj|ģērbtuv|alarm|signaliz|сигнал|сейф|замок|sejf|kasa"
-    r"|trezor|tresor|kluis|coffre|caja fuerte|cofre|cassaforte|kutis|çelës|ਤਾਲ|ਦਰਵਾਜ|ताला"
-    r"|दरवाज|vestiar|öltöz|soyunma|съблекалн|persirengim|szatni|šatn|vestuario|spogliatoio"
-    r"|umklede|omklädn)|金庫|ロッカー|キーボックス|ドア|门|锁|保险箱|문|도어|금고|إنذار|انذار|باب"
+_LOCK_TEXT = (
+    "door gate alarm safe lockbox lock-box lock keypad digilock barrier locker cabinet container "
+    "siren entrance entry garage changing-room welfare fire-panel lift intercom keybox key-box "
+    "keysafe key-safe puert porta porte portë portes portës dera derë tür deur drzwi dveř ajtó "
+    "usa uşa ușa врат двер kapı cửa padlock bike-shed bikeshed shed storeroom store-room "
+    "plant-room server-room kisanduku funguo boîte-à-clé khóa chìa interfon domofon citofono "
+    "sprechanlage báo-động két mlango dury duru durų durvj ģērbtuv signaliz сигнал сейф замок "
+    "sejf kasa trezor tresor kluis coffre caja-fuerte cofre cassaforte kutis çelës ਤਾਲ ਦਰਵਾਜ "
+    "ताला दरवाज vestiar öltöz soyunma съблекалн persirengim szatni šatn vestuario spogliatoio "
+    "umklede omklädn"
 )
+_LOCK_WORDS = [w.replace("-", " ") for w in _LOCK_TEXT.split()]  # (a hyphen: a space)
+# Words for what a lock is in scripts that join them to the words around (no boundary asked).
+_LOCK_JOINED = (
+    "金庫", "ロッカー", "キーボックス", "ドア", "门", "锁", "保险箱", "문", "도어", "금고", "إنذار",
+    "انذار", "باب",
+)  # fmt: skip
+# Words that end where they stand ("safe", not "safety"; "porta", not "portal").
+_LOCK_WHOLE = frozenset({"safe", "porta", "dera", "usa", "lift", "shed", "kasa", "két"})
+_LOCK_SEARCH = re.compile(literal_alternation([*_LOCK_WORDS, *_LOCK_JOINED]))
+
+
+def _locks(text: str, low: str | None = None) -> list[tuple[int, int, str]]:
+    """Where the message names something a code opens (a door, a safe, a key box, an alarm), as
+    (start, end, word), from one search over its lower case: a trie, not a long alternation."""
+    low = lowered(text) if low is None else low
+    found = []
+    for match in _LOCK_SEARCH.finditer(low):
+        word = match.group()
+        start, end = match.span()
+        if word not in _LOCK_JOINED and start and low[start - 1].isalpha():
+            continue  # inside a word: "blockchain", "sunday"
+        if word in _LOCK_WHOLE and end < len(low) and low[end].isalpha():
+            continue  # "safety", "portal"
+        found.append((start, end, text[start:end]))
+    return found
+
+
 # A word for a code, as a stem that takes endings (kodas, kodi, codul, кодът, ajtókódja), or
 # one that does not inflect ("combi", "mã", "namba", "رمز").
-_CODE_STEM = re.compile(
-    r"(?i)(?<![^\W\d_])(?:[^\W\d_]{0,8}?(?:kod|kód|cod|cód|код)[^\W\d_]{0,4}|code|combi|combo|kombi"
-    r"|mã|namba|ਕੋਡ|कोड|şifre\w{0,3}|sifre\w{0,3}|pin|пин|unset with|disarm with)(?![^\W\d_])"
-    r"|رمز|كود|番号|暗証番号|비밀번호"
-)
+_CODE_STEMS = ("kod", "kód", "cod", "cód", "код")
+_CODE_WHOLE = (
+    "code", "combi", "combo", "kombi", "mã", "namba", "ਕੋਡ", "कोड", "şifre", "sifre", "pin",
+    "пин", "unset with", "disarm with",
+)  # fmt: skip
+_CODE_JOINED = ("رمز", "كود", "番号", "暗証番号", "비밀번호")
+_CODE_SEARCH = re.compile(literal_alternation((*_CODE_STEMS, *_CODE_WHOLE, *_CODE_JOINED)))
+
+
+def _code_words(text: str, low: str) -> Iterator[tuple[int, int]]:
+    """Where the code words are (see _CODE_STEMS), each widened to its whole word."""
+    for match in _CODE_SEARCH.finditer(low):
+        start, end = match.span()
+        word = match.group()
+        if word in _CODE_JOINED:
+            yield start, end
+            continue
+        if word in _CODE_STEMS:
+            head = start
+            while head > 0 and start - head < 8 and low[head - 1].isalpha():
+                head -= 1
+            tail = end
+            while tail < len(low) and tail - end < 4 and low[tail].isalpha():
+                tail += 1
+            if (head and low[head - 1].isalpha()) or (tail < len(low) and low[tail].isalpha()):
+                continue  # longer than a code word grows
+            start, end = head, tail
+        else:
+            tail = end
+            if word in {"şifre", "sifre"}:
+                while tail < len(low) and tail - end < 3 and low[tail].isalnum():
+                    tail += 1
+            if (start and low[start - 1].isalpha()) or (tail < len(low) and low[tail].isalpha()):
+                continue
+            end = tail
+        yield start, end
+
+
 # Code words that name something else: a postcode, a barcode, an error or a product code.
 _CODE_STEM_OTHER = re.compile(
     r"(?i)post|zip|bar|qr|decod|encod|unicod|promo|discount|voucher|rabatt|coupon|kodak|kodex"
@@ -2379,15 +2460,15 @@ _COUNTED = re.compile(
 )
 
 
-def _lock_numbers(text: str) -> Iterator[tuple[str, int, int]]:
+def _lock_numbers(text: str, locks: list[tuple[int, int, str]]) -> Iterator[tuple[str, int, int]]:
     """A lock named, then said to be a number: the number is its code."""
-    for lock in _LOCKED.finditer(text):
-        if _GOODS_BEFORE.search(text, max(0, lock.start() - 40), lock.start()):
+    for l_start, l_end, word in locks:
+        if _GOODS_BEFORE.search(text, max(0, l_start - 40), l_start):
             continue  # "the product code for the padlock is 7045": the padlock's, not its code
-        said = _LOCK_SAID.match(text, lock.end())
-        if said is None and _KEY_LOCKS.fullmatch(lock.group()) is None:
+        said = _LOCK_SAID.match(text, l_end)
+        if said is None and _KEY_LOCKS.fullmatch(word) is None:
             continue
-        start = said.end() if said is not None else lock.end()
+        start = said.end() if said is not None else l_end
         if said is None:
             gap = re.match(r"[^.!?\n\d]{0,40}?(?=\d)", text[start:])
             if gap is None:
@@ -2404,7 +2485,7 @@ def _lock_numbers(text: str) -> Iterator[tuple[str, int, int]]:
             or _AFTER_TIME.match(text, number.end())
         ):
             continue
-        if _NAMED_BETWEEN.search(text, lock.end(), number.start()):
+        if _NAMED_BETWEEN.search(text, l_end, number.start()):
             continue  # "gas safe no is 559121": the number of something
         yield "PIN or code", *number.span()
 
@@ -2419,26 +2500,24 @@ _NAMED_BETWEEN = re.compile(
 )
 
 
-def _code_near_a_lock(text: str) -> Iterator[tuple[str, int, int]]:
+def _code_near_a_lock(text: str, low: str) -> Iterator[tuple[str, int, int]]:
     """A code word, something it opens in the same message, and a number a few words after
     the code word: "signalizacijos kodas sandėlyje 82736",
     "رمز باب المكتب في الموقع 8142", "hoarding gate combi is 5506" (round 10)."""
-    if not _LOCKED.search(text):
-        return
-    for word in _CODE_STEM.finditer(text):
-        if _CODE_STEM_OTHER.search(word.group()) or said_of_something_else(
-            text, word.start(), word.end()
+    for w_start, w_end in _code_words(text, low):
+        if _CODE_STEM_OTHER.search(low, w_start, w_end) or said_of_something_else(
+            text, w_start, w_end
         ):
             continue
         stop = len(text)
         for end in (". ", "\n", "! ", "? ", "; "):
-            at = text.find(end, word.end())
+            at = text.find(end, w_end)
             stop = min(stop, at if at >= 0 else stop)
-        number = _CODE_NUMBER.search(text, word.end(), min(stop, word.end() + 48))
+        number = _CODE_NUMBER.search(text, w_end, min(stop, w_end + 48))
         if number is None:
             continue
-        between = text[word.end() : number.start()]
-        if re.search(r"\d{4,}", between) or _NAMED_NUMBER.search(text, word.end(), number.start()):
+        between = text[w_end : number.start()]
+        if re.search(r"\d{4,}", between) or _NAMED_NUMBER.search(text, w_end, number.start()):
             continue  # another number came first, or this one is named: "ticket 4521"
         value = number.group()
         if re.fullmatch(r"(?:19|20)\d\d", value) and _YEAR_SAID.search(between):
@@ -2456,6 +2535,13 @@ _SMS_CODE = re.compile(
     r"\s+)(?P<b>\d{4,8}|\d{3}[ -]\d{3})\s+(?i:to|pour|para|per|um|aby|para)\b"
     r"|(?i:\b(?:code|c[oó]digo|codice|kod|cod|kód)\b)[^\d\n.]{0,40}?(?P<c>\d{3}[ -]\d{3})(?![\d])"
 )
+_SMS_HINT = re.compile(
+    literal_alternation(
+        ["your", "votre", "ton ", "tu ", "su ", "dein", "ihr", "tuo", "twój", "twoj", "váš",
+         "tvůj", "tău", "din ", "uw ", "seu", "use ", "enter", "utilisez", "usa ", "introduc",
+         "gib ", "verwende", "wpisz", "użyj", "digite", "cod", "kod", "kód", "cód"]
+    )
+)  # fmt: skip
 # A combination lock's turns: "32 left, 17 right, 5 left".
 _SIDE = (
     r"(?:left|right|links|rechts|gauche|droite|izquierda|derecha|sinistra|destra|lewo|prawo"
@@ -2475,6 +2561,7 @@ _PHONETIC = frozenset(
     zulu
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
+_PHONETIC_SEARCH = re.compile(r"\b(?:" + literal_alternation(_PHONETIC) + r")\b")
 _SPOKEN_SYMBOLS = frozenset(
     ["bang", "hash", "at", "dash", "underscore", "dot", "star", "exclamation", "dollar",
      "percent", "plus", "equals", "slash"]
@@ -2499,7 +2586,9 @@ _SECURITY_ANSWER = re.compile(
 _KEY_EMOJI = re.compile(r"🔑\ufe0f?\s*:?\s*(?P<v>[^\s,;]{4,64})")
 
 
-def _sms_codes(text: str) -> Iterator[tuple[str, int, int]]:
+def _sms_codes(text: str, low: str) -> Iterator[tuple[str, int, int]]:
+    if _SMS_HINT.search(low) is None:
+        return
     for match in _SMS_CODE.finditer(text):
         group = next(g for g in "abc" if match.group(g) is not None)
         start, end = match.span(group)
@@ -2512,7 +2601,9 @@ def _sms_codes(text: str) -> Iterator[tuple[str, int, int]]:
                 yield "PIN or code", *again.span()  # the same code in the link beside it
 
 
-def _spoken_letters(text: str) -> Iterator[tuple[str, int, int]]:
+def _spoken_letters(text: str, low: str) -> Iterator[tuple[str, int, int]]:
+    if len(_PHONETIC_SEARCH.findall(low)) < 3:
+        return
     run: list[re.Match[str]] = []
     for word in re.finditer(r"[^\W\d_]+(?:-[a-z]+)?", text):
         folded = word.group().casefold()
@@ -2542,17 +2633,37 @@ _SPELLED_OTHER = re.compile(
 )
 
 
-def _worded_more(text: str) -> Iterator[tuple[str, int, int]]:
+_TURN_HINT = re.compile(
+    r"\d\s*(?:left|right|links|rechts|gauche|droite|izquierda|derecha|sinistra|destra|lewo|prawo"
+    r"|l|r)\b|(?:left|right|links|rechts|gauche|droite|izquierda|derecha|sinistra|destra|lewo"
+    r"|prawo)\s*\d"
+)
+_THEN_HINT = re.compile(
+    literal_alternation(
+        ["then", "followed by", "potem", "далі", "потом", "dann", "danach", "puis", "ensuite",
+         "luego", "después", "poi", "depois", "sonra", "apoi", "dan ", "och sedan", "og så",
+         "start", "begin", "почина", "начина", "zaczyna", "commence", "empieza", "inizia",
+         "começa", "başl"]
+    )
+)  # fmt: skip
+
+
+def _worded_more(text: str, low: str) -> Iterator[tuple[str, int, int]]:
     """Parts of a password given in words around it: the rest after "then", an answer to a
     security question, a value after a key emoji."""
-    for match in _SECURITY_ANSWER.finditer(text):
-        yield "password", *match.span("v")
-    for match in _KEY_EMOJI.finditer(text):
-        value = match.group("v")
-        if not _identifier(value) or "_" in value:
+    if "answer" in low:
+        for match in _SECURITY_ANSWER.finditer(text):
             yield "password", *match.span("v")
-    for match in _TURNS.finditer(text):
-        yield "PIN or code", *match.span()
+    if "🔑" in text:
+        for match in _KEY_EMOJI.finditer(text):
+            value = match.group("v")
+            if not _identifier(value) or "_" in value:
+                yield "password", *match.span("v")
+    if _TURN_HINT.search(low):
+        for match in _TURNS.finditer(text):
+            yield "PIN or code", *match.span()
+    if _THEN_HINT.search(low) is None:
+        return
     keywords = [k for k in _keywords(text) if text[k[0] : k[1]].casefold() in _PASSWORD_SET]
     for _, k_end in keywords[:3]:
         begins = _STARTS_WITH.search(text, k_end, k_end + 60)
@@ -2572,11 +2683,11 @@ def _worded_more(text: str) -> Iterator[tuple[str, int, int]]:
 def _read_out_by_a_lock(text: str) -> Iterator[tuple[str, int, int]]:
     """Digits read out one by one in a message about a lock, with no code word: "barrier at
     the service yard 1 9 9 0 enter", "container padlock is 0-4-8-1"."""
-    if _LOCKED.search(text):
-        for match in _READ_OUT_ALONE.finditer(text):
-            yield "PIN or code", *match.span()
+    for match in _READ_OUT_ALONE.finditer(text):
+        yield "PIN or code", *match.span()
 
 
+_THREE_SPACED = re.compile(r"\d[ \-]\d[ \-]\d")
 _READ_OUT_ALONE = re.compile(r"(?<![\w.,:/\-])\d(?:([ \-])\d)(?:\1\d){2,6}(?![\w.,:/\-]*\d)")
 
 
@@ -2584,26 +2695,29 @@ def chat_secrets(text: str) -> list[tuple[str, int, int]]:
     """The credentials said in ``text`` as chat says them: (kind, start, end), in the order
     the rules find them (they may overlap; the caller keeps the first). Never raises."""
     found: list[tuple[str, int, int]] = []
+    low = lowered(text)
     if _FOUR_DIGITS.search(text):
         found += _spaced(text)
-        found += _code_near_a_lock(text)
-        found += _read_out_by_a_lock(text)
-        found += _lock_numbers(text)
-        found += _sms_codes(text)
-    found += _spoken_letters(text)
-    found += _worded_more(text)
+        locks = _locks(text, low)
+        if locks:
+            found += _code_near_a_lock(text, low)
+            if _THREE_SPACED.search(text):
+                found += _read_out_by_a_lock(text)
+            found += _lock_numbers(text, locks)
+        found += _sms_codes(text, low)
+    found += _spoken_letters(text, low)
+    found += _worded_more(text, low)
     if _SIX_DIGITS.search(text):
         found += _arrived_code(text)
     found += _listed(text)
     if " -" in text or "/p:" in text or "|" in text or "%" in text:
         found += _flags(text)
-    low = text.lower()
     if any(w in low for w in _COMMAND_WORDS) or text.count(":") >= 4:
         found += _commands(text)
     found += _assignments(text)
     found += _after_keywords(text)
     found += _strong_later(text)
-    if _WIFI.search(text):
+    if _WIFI_HINT.search(low):
         found += _wifi_spelled(text)
     found += _pairs(text)
     found += _spoken(text)
