@@ -2691,6 +2691,18 @@ _THREE_SPACED = re.compile(r"\d[ \-]\d[ \-]\d")
 _READ_OUT_ALONE = re.compile(r"(?<![\w.,:/\-])\d(?:([ \-])\d)(?:\1\d){2,6}(?![\w.,:/\-]*\d)")
 
 
+# Digits as keycap emoji: "4️⃣8️⃣1️⃣6️⃣".
+_KEYCAPS = re.compile(r"(?:\d\ufe0f?\u20e3\s?){4,8}")
+
+
+def _keycaps(text: str, low: str) -> Iterator[tuple[str, int, int]]:
+    """A code written in keycap emoji, in a message that names a code, a password or a lock."""
+    if not (_keywords(text) or _locks(text, low) or any(_code_words(text, low))):
+        return
+    for match in _KEYCAPS.finditer(text):
+        yield "PIN or code", match.start(), match.start() + len(match.group().rstrip())
+
+
 def chat_secrets(text: str) -> list[tuple[str, int, int]]:
     """The credentials said in ``text`` as chat says them: (kind, start, end), in the order
     the rules find them (they may overlap; the caller keeps the first). Never raises."""
@@ -2707,6 +2719,8 @@ def chat_secrets(text: str) -> list[tuple[str, int, int]]:
         found += _sms_codes(text, low)
     found += _spoken_letters(text, low)
     found += _worded_more(text, low)
+    if "\u20e3" in text:
+        found += _keycaps(text, low)
     if _SIX_DIGITS.search(text):
         found += _arrived_code(text)
     found += _listed(text)

@@ -894,3 +894,8 @@ def test_round10_third_corpus_honest_texts_pass(text: str) -> None:
 def test_round10_a_review_question_does_not_make_its_answer_a_code() -> None:
     kept = gate("PR 4521 needs one").text
     assert rejoin(gate("any code review today?").text, kept) is None
+
+
+def test_round10_a_code_in_keycap_emoji_is_masked_only_where_a_code_is_named() -> None:
+    assert "7️⃣3️⃣0️⃣5️⃣" not in gate("bike store door code 🔢 7️⃣3️⃣0️⃣5️⃣").text
+    assert gate("we hit 1️⃣0️⃣0️⃣0️⃣ members 🎉").text == "we hit 1️⃣0️⃣0️⃣0️⃣ members 🎉"
