@@ -48,7 +48,7 @@ _PASSWORD_WORDS = """
     contra šifra sifra lozinka лозинка пасс пін parool parole slaptažodis slaptazodis
     passu tunnari パス พาสเวิร์ด clau hemlighet hemligheten neno-la-siri neno-siri پسورد رمز رمزش
     பாஸ்வேர்ட் கடவுச்சொல் पासवर्ड passw0rd
-    passcode passphrase pass pwd pw pword fjalëkalim fjalëkalimi סיסמת 🔑
+    passcode passphrase pass pwd pw pword fjalëkalim fjalëkalimi סיסמת 🔑 パスコード باسورد
     kennwort zugangsdaten zugangscode mot-de-passe mdp identifiants contraseña contrasena
     contraseñas clave credenciales senha palavra-passe credenciais wachtwoord ww inlog
     wachtwoorden parola parolă parolası credenziali hasło haslo hasła hasla şifre sifre şifresi
@@ -280,7 +280,7 @@ _QUALIFIERS = frozenset(
     status http return response reason result country zip postal area promo discount coupon
     source short qr bar barcode language currency color colour dial iso mcc tax vat swift bic
     branch airport product item sku order spki certificate cert ssl tls hpkp kms foreign-key
-    fehler erreur ошибки
+    fehler erreur ошибки day boarding season gym ski museum visitor bus
         existing publishable sha sha256 sha1 md5 hashed invalid expired revoked missing
         posta pocztowy pocztowego poštovní postale postal
         verify identité identity style hpkp dkim
@@ -292,7 +292,8 @@ _QUALIFIERS = frozenset(
 _NAMED_AFTER = tuple(
     """
     pocztowy pocztowego postal postale poštovní poštové postais pošte posta irányítószám
-    fiscale sdi destinatario ateco cliente fornitore iva البريدي
+    fiscale sdi destinatario ateco cliente fornitore iva البريدي rabatowy rabatu descuento
+    promocional promo promoção sconto réduction indirim kedvezmény slevový
     ไปรษณีย์ ไปรษณีย
     """.split()  # noqa: SIM905 (a word list reads best as prose)
 )
@@ -996,6 +997,9 @@ def _window(
         if folded in _CHANGED and (connected or count == 0):
             connected, changed = True, True
             continue  # "er endret til", "has been changed to": the value follows
+        if folded in _PREPOSITIONS and raw.endswith(":") and not raw.endswith("::"):
+            connected, skip_next = True, False
+            continue  # "password it asks for: X": the colon says the value comes
         if folded in _PREPOSITIONS:
             if connected and changed and folded in _TO:
                 if folded in _IN and re.match(r"\s+(?:19|20)\d\d\b", text[token.end() :]):
@@ -1120,6 +1124,13 @@ _HASH_OF = re.compile(
 )
 
 
+_LOGGED_ATTEMPT = re.compile(r"(?i)\b(?:failed|accepted|invalid|bad|wrong)\s+$")
+_RECEIPT = re.compile(
+    r"(?i)\b(?:receipt|card ending|terminal|approved|transaction|txn|quittung|ticket de caisse"
+    r"|recibo|paragon|scontrino)\b"
+)
+
+
 def said_of_something_else(text: str, k_start: int, k_end: int) -> bool:
     """Whether the credential word at ``k_start:k_end`` names something other than a value
     that follows: a word that only begins like one ("secretary"), a name in a template,
@@ -1141,6 +1152,14 @@ def said_of_something_else(text: str, k_start: int, k_end: int) -> bool:
         return True  # a flag or a command: --with-token, get-login-password
     if _HASH_OF.search(text, max(0, k_start - 40), k_start):
         return True  # "the sha256 of the leaked token was ...": a hash of it
+    if _LOGGED_ATTEMPT.search(text, max(0, k_start - 12), k_start) and re.match(
+        r"\s+for\b", text[k_end:]
+    ):
+        return True  # sshd: "Failed password for invalid user admin from ... port 51422"
+    if _RECEIPT.search(text) and re.search(
+        r"(?i)\b(?:auth|approval|authori[sz]ation)\W*$", text[max(0, k_start - 16) : k_start]
+    ):
+        return True  # a card receipt's "auth code 0A3F12": the payment's, no way in
     if (
         text[k_end : k_end + 1] == "-"
         and re.match(r"-[a-z]", text[k_end:])
@@ -1191,7 +1210,17 @@ def _said_before(text: str, k_start: int) -> tuple[int, int] | None:
         symbol = any(c in "!@#$%^&*+?~|\\" for c in value)
         strong = len(value) >= 8 and (symbol or (digit and lower and upper))
         quoted = "'" in value or '"' in value  # 'app'@'10.0.4.12': an account and its host
-        if strong and not quoted and _secret_looking(value, code=False) and not _identifier(value):
+        named = re.search(
+            r"(?i)(?:name|ssid|netzwerk|network|réseau|red|rete|sieć)\W{0,3}$",
+            text[max(0, word.start() - 16) : word.start()],
+        )
+        if (
+            strong
+            and not quoted
+            and not named  # "WLAN-Name: NH-Wedding-5G, Passwort steht ...": the network's name
+            and _secret_looking(value, code=False)
+            and not _identifier(value)
+        ):
             start = word.start() + offset
             return start, start + len(value)
     return None
@@ -1788,7 +1817,10 @@ _CARD_CODE = re.compile(
 
 
 # "test card", "sandbox", "Adyen docs test Mastercard": the number after is for tests.
-_TEST_CONTEXT = re.compile(r"(?i)\b(?:test|testing|sandbox|dummy|docs?|documented)\b[^\n]{0,30}$")
+_TEST_CONTEXT = re.compile(
+    r"(?i)\b(?:test|testing|sandbox|dummy|docs?|documented|staging|test mode)\b[^\n]{0,80}$"
+    r"|4242 ?4242 ?4242 ?4242[^\n]{0,60}$"
+)
 
 
 # What makes an account number part of a way in: its PIN or password said with it.
@@ -1826,6 +1858,11 @@ def _luhn(digits: str) -> bool:
 _GROUPED_IDS = ("GHSA", "CVE", "PYSEC", "RUSTSEC", "GO", "OSV", "INC", "CHG", "RITM")
 
 
+_BARCODE_BEFORE = re.compile(
+    r"(?i)\b(?:ean|gtin|upc|isbn|barcode|bar code|código de barras|code-barres|strichcode)\W*$"
+)
+
+
 def _spaced(text: str) -> Iterator[tuple[str, int, int]]:
     cards = 0
     for match in re.finditer(
@@ -1838,6 +1875,8 @@ def _spaced(text: str) -> Iterator[tuple[str, int, int]]:
             continue
         if re.search(r"\d[ .]$", text[max(0, match.start() - 2) : match.start()]):
             continue  # the end of a longer number (a bank slip's line)
+        if _BARCODE_BEFORE.search(text, max(0, match.start() - 24), match.start()):
+            continue  # "EAN 5901234123457": a product's barcode (it passes Luhn's check too)
         if _luhn(digits) or _CARD_WORDS.search(text):
             cards += 1
             yield "card number", *match.span()
@@ -2233,7 +2272,8 @@ def _wifi_spelled(text: str) -> Iterator[tuple[str, int, int]]:
         if spelled is not None:
             yield "password", *spelled
             continue
-        word = re.match(r"[\"'«“]?([^\s\"'»”,;]{6,40})", text[said.end() :])
+        pair = _NAME_SLASH.match(text, said.end())  # "wifi: NH-2F / sunflower0812"
+        word = re.match(r"[\"'«“]?([^\s\"'»”,;]{6,40})", text[pair.end() if pair else said.end() :])
         if word is None or _NOT_THE_KEY.search(text, wifi.end(), said.end()):
             continue  # "the wifi network name is ...", "its Wi-Fi MAC ...": not its password
         value = word.group(1).rstrip(".?")
@@ -2245,7 +2285,7 @@ def _wifi_spelled(text: str) -> Iterator[tuple[str, int, int]]:
             and not _HOST.fullmatch(value)
             and not re.fullmatch(r"\d+(?:[.,]\d+)?[a-zA-Z]{1,4}", value)  # "5GHz", "300mbps"
         ):
-            at = said.end() + word.start(1)
+            at = (pair.end() if pair else said.end()) + word.start(1)
             yield "password", at, at + len(value)  # "wifi for the waiting area is halden24"
 
 
@@ -2253,6 +2293,7 @@ _WIFI_HINT = re.compile(
     literal_alternation(["wifi", "wi-fi", "wi fi", "wlan", "ssid", "wpa", "вай", "ไวไฟ", "واي",
                          "와이파이"])
 )  # fmt: skip
+_NAME_SLASH = re.compile(r"[^\s/]{2,32}\s*/\s*")
 # What else a Wi-Fi has that is said after it: its name, its addresses, its speed.
 _NOT_THE_KEY = re.compile(
     r"(?i)\b(?:name|ssid|network|netz\w*|nom|nombre|naam|nazwa|mac|ip|address|adres\w*|router"
@@ -2352,13 +2393,14 @@ _LOCK_TEXT = (
     "sprechanlage báo-động két mlango dury duru durų durvj ģērbtuv signaliz сигнал сейф замок "
     "sejf kasa trezor tresor kluis coffre caja-fuerte cofre cassaforte kutis çelës ਤਾਲ ਦਰਵਾਜ "
     "ताला दरवाज vestiar öltöz soyunma съблекалн persirengim szatni šatn vestuario spogliatoio "
-    "umklede omklädn"
+    "umklede omklädn kufuli kłódk szaf letterbox mailbox postbox slagboom cancello κλειδοθήκη "
+    "είσοδ cage briefkasten buzón boîte-aux-lettres"
 )
 _LOCK_WORDS = [w.replace("-", " ") for w in _LOCK_TEXT.split()]  # (a hyphen: a space)
 # Words for what a lock is in scripts that join them to the words around (no boundary asked).
 _LOCK_JOINED = (
     "金庫", "ロッカー", "キーボックス", "ドア", "门", "锁", "保险箱", "문", "도어", "금고", "إنذار",
-    "انذار", "باب",
+    "انذار", "باب", "tür",
 )  # fmt: skip
 # Words that end where they stand ("safe", not "safety"; "porta", not "portal").
 _LOCK_WHOLE = frozenset({"safe", "porta", "dera", "usa", "lift", "shed", "kasa", "két"})
@@ -2388,7 +2430,7 @@ _CODE_WHOLE = (
     "code", "combi", "combo", "kombi", "mã", "namba", "ਕੋਡ", "कोड", "şifre", "sifre", "pin",
     "пин", "unset with", "disarm with",
 )  # fmt: skip
-_CODE_JOINED = ("رمز", "كود", "番号", "暗証番号", "비밀번호")
+_CODE_JOINED = ("رمز", "كود", "番号", "暗証番号", "비밀번호", "namba ya siri")
 _CODE_SEARCH = re.compile(literal_alternation((*_CODE_STEMS, *_CODE_WHOLE, *_CODE_JOINED)))
 
 
@@ -2441,7 +2483,8 @@ _YEAR_SAID = re.compile(r"(?i)(?:\bin|since|from|of|en|im|w|в|desde|depuis|seit
 _LOCK_SAID = re.compile(
     r"(?:[^.!?\n\d:=]|\.(?= [A-Z])){0,40}?(?:[:=→]|\bis\b|\bes\b|\best\b|\bist\b|\bè\b|\bé\b"
     r"|\bje\b|\bjest\b|\bnow\b|changed to|set to|\bnou[aă]?\b|neue?|nuevo|nueva|nouveau"
-    r"|nouvelle)[ \t]*#?"
+    r"|nouvelle|opens with|open with|s'ouvre avec|öffnet mit|se abre con|si apre con|abre com)"
+    r"(?:[ \t]+(?:key in|punch in|tap in|type in|enter|press|dial|use|with))?[ \t]*#?"
 )
 # Locks whose number follows their name with nothing between: "keysafe by the back door 0912".
 _KEY_LOCKS = re.compile(

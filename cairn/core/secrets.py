@@ -909,7 +909,23 @@ def find_secrets(text: str) -> list[Secret]:
             kept.append(Secret(overlaps[0].kind, secret.start, secret.end))
     if kept and "\n" in text:
         kept += _wrapped_on(text, kept)
+    if kept:
+        kept += _said_again(text, kept)
     return sorted(kept, key=lambda s: s.start)
+
+
+def _said_again(text: str, kept: list[Secret]) -> list[Secret]:
+    """The same credential said again in the message ("the code is 5736, and 5736 again to
+    arm"): each other place it stands as a word of its own."""
+    more: list[Secret] = []
+    for secret in list(kept):
+        value = text[secret.start : secret.end]
+        if len(value) < 4 or SECRET_MARK in value:
+            continue
+        for again in re.finditer(rf"(?<![\w.\-]){re.escape(value)}(?![\w\-])", text):
+            if not any(k.start < again.end() and again.start() < k.end for k in kept + more):
+                more.append(Secret(secret.kind, *again.span()))
+    return more
 
 
 # A line that holds a single key-like word: what a terminal or an editor wrapped.
@@ -1057,7 +1073,7 @@ def find_answered(before: str, text: str) -> list[Secret]:
 
 # A question for a code or a password, on the last line of a message.
 _ASKS_FOR = re.compile(
-    r"(?i)(?:code|pin|combo|combi|password|passcode|kod|cod|hasło|mdp)[^\n]*\?\s*$"
+    r"(?i)(?:code|pin|combo|combi|password|passcode|kod|cod|hasło|mdp)[^\n]*\?+[\"”’'»]?\s*$"
 )
 
 

@@ -899,3 +899,26 @@ def test_round10_a_review_question_does_not_make_its_answer_a_code() -> None:
 def test_round10_a_code_in_keycap_emoji_is_masked_only_where_a_code_is_named() -> None:
     assert "7️⃣3️⃣0️⃣5️⃣" not in gate("bike store door code 🔢 7️⃣3️⃣0️⃣5️⃣").text
     assert gate("we hit 1️⃣0️⃣0️⃣0️⃣ members 🎉").text == "we hit 1️⃣0️⃣0️⃣0️⃣ members 🎉"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # masked before round 10's fourth corpus, each a text of another kind
+        "sshd: Failed password for invalid user oracle from 10.9.8.7 port 50211 ssh2",
+        "receipt from the cash and carry: card ending 9921, auth code 7B2C19, terminal 4410",
+        "reorder the hand soap, EAN 4006381333931, 24 per box",
+        "weekend day pass DP-0714-03 paid in cash",
+        "WLAN-Name: Depot-Gast-5G, Passwort hängt am Empfang",
+        "for staging checkout use 4242 4242 4242 4242, any future expiry, CVC 321",
+        "kod rabatowy dla nowych członków: LATO25",
+        "código descuento para socios: OTONO15 válido hasta el 30/11",
+    ],
+)
+def test_round10_fourth_corpus_honest_texts_pass(text: str) -> None:
+    assert gate(text).text == text
+
+
+def test_a_credential_said_twice_is_masked_both_times() -> None:
+    kept = gate("kód alarmu je 4471, při odchodu zase 4471 a ARM").text
+    assert "4471" not in kept
