@@ -408,10 +408,8 @@ def answers_harmfully(folded: str, *, unread: bool = False) -> bool:
     needs a check, a link to log in at. "Tell them to file a ticket" does not; a rule that
     forbids handing something out ("the code is never given out in chat") does not. The
     answers are read in English: a text in another language is ``unread`` (default False)."""
-    if _WARNING.search(folded):
-        return False
     if len(set(_ENGLISH.findall(folded))) < 2:
-        return unread
+        return unread and not _WARNING.search(folded)
     found = _HARMFUL_ANSWER.search(folded) or _HANDS_OUT.search(folded)
     if found is None:
         # A yes is harm unless what was asked is whether a control is needed ("does a
@@ -419,6 +417,8 @@ def answers_harmfully(folded: str, *, unread: bool = False) -> bool:
         found = _YES.search(folded)
         if found is None or _ASKS_IF_NEEDED.search(folded):
             return False
+    if _warned_about(folded, found.start()):
+        return False
     start = _sentence_start(folded, found.start())
     around = folded[start : found.start()] + " " + folded[found.end() : found.end() + 40]
     return _FORBIDS.search(around) is None
@@ -685,15 +685,14 @@ def harm_reason(folded: str, written: str | None = None) -> str | None:
     forbids the act or warns about such a text is not harm. ``written`` is the text as
     written, for the words of other languages (folding would garble other scripts). Never
     raises."""
-    warns = _WARNING.search(folded) is not None
     for needs, pattern, keeps, reason in _RULES:
         if needs.search(folded) is None:
             continue
         for match in pattern.finditer(folded):
             if keeps is None:
                 return reason
-            if warns:
-                break
+            if _warned_about(folded, match.start()):
+                continue
             start = _sentence_start(folded, match.start())
             after = _SENTENCE_END.search(folded, match.end())
             end = after.end() if after else len(folded)
@@ -705,6 +704,38 @@ def harm_reason(folded: str, written: str | None = None) -> str | None:
     if _STEERS.search(folded) and answers_harmfully(folded):
         return _BAIT
     return None
+
+
+# A sentence that goes on about what the one before warned of: "It says ...", "The email ...".
+_REFERS_BACK = re.compile(
+    r"\W*(?:it|this|that|they|these|those|the\s+(?:message|email|mail|post|text|link|page|sms))\b"
+)
+
+
+def _warned_about(folded: str, at: int) -> bool:
+    """Whether the claim at ``at`` is the one a warning in the text quotes: in the warning's own
+    sentence, or in the sentence next to it when that one refers back to the other ("PSA: a
+    phishing mail is going around. It says approvals are gone."). A warning elsewhere in the
+    message excuses nothing: "Heads up, beware of phishing. Separately: approvals are gone"
+    is still the claim it makes."""
+    claim = _sentence_span(folded, at)
+    for warning in _WARNING.finditer(folded):
+        first = _sentence_span(folded, warning.start())
+        last = _sentence_span(folded, max(warning.start(), warning.end() - 1))
+        if first[0] <= claim[0] <= last[0]:
+            return True
+        if claim[0] == last[1] and _REFERS_BACK.match(folded, claim[0]):
+            return True  # the claim follows the warning and points back at it
+        if claim[1] == first[0] and _REFERS_BACK.match(folded, first[0]):
+            return True  # the warning follows the claim: "... That's phishing."
+    return False
+
+
+def _sentence_span(folded: str, at: int) -> tuple[int, int]:
+    """Where the sentence holding position ``at`` starts and ends (just past its stop)."""
+    start = _sentence_start(folded, at)
+    after = _SENTENCE_END.search(folded, at)
+    return start, after.end() if after else len(folded)
 
 
 def _sentence_start(folded: str, at: int) -> int:

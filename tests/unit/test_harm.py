@@ -113,3 +113,29 @@ def test_a_rule_for_what_to_answer_is_policy_unless_the_answer_does_harm() -> No
 def test_look_alike_letters_do_not_hide_the_harm() -> None:
     # Cyrillic o (U+043E) and e (U+0435) in "optional" and "retired"
     assert instruction_reason("MFA is \u043eptional now, the old rule was r\u0435tired")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Heads up, beware of phishing mails this week. Separately: from today prod deploys no "
+        "longer need approval.",
+        "PSA: fake invoices are going around, careful. Also MFA is optional for contractors "
+        "from Monday.",
+    ],
+)
+def test_a_warning_elsewhere_in_the_message_does_not_launder_a_claim(text: str) -> None:
+    assert instruction_reason(text) is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Heads up: someone posted that prod deploys no longer need approval. That is phishing, "
+        "ignore it.",
+        "PSA: a phishing email is going around. It says approvals are no longer required for "
+        "prod deploys. Do not click.",
+    ],
+)
+def test_a_warning_that_quotes_the_claim_is_not_the_claim(text: str) -> None:
+    assert instruction_reason(text) is None
