@@ -863,11 +863,18 @@ _MARKER = re.compile(re.escape(SECRET_MARK) + r"[^\]\n]{0,80}\]")
 # The zeros of the decimal digit sets people type besides ASCII (Arabic-Indic, Persian, N'Ko,
 # Devanagari, Bengali, Gurmukhi, Gujarati, Oriya, Tamil, Telugu, Kannada, Malayalam, Sinhala,
 # Thai, Lao, Tibetan, Myanmar, Khmer, Mongolian, full-width).
-_DIGIT_ZEROS = (
-    "\u0660\u06f0\u07c0\u0966\u09e6\u0a66\u0ae6\u0b66\u0be6\u0c66\u0ce6\u0d66\u0de6\u0e50"
-    "\u0ed0\u0f20\u1040\u17e0\u1810\uff10"
-)
-_ASCII_DIGITS = {ord(zero) + n: ord("0") + n for zero in _DIGIT_ZEROS for n in range(10)}
+class _AsciiDigits(dict[int, int]):
+    """A translation table from every decimal digit of Unicode (Arabic-Indic, Devanagari,
+    Thai, full-width, Adlam, ...) to its ASCII digit, filled as characters are first seen:
+    ``str.translate`` asks for each one, and a character that is no digit maps to itself."""
+
+    def __missing__(self, code: int) -> int:
+        digit = unicodedata.decimal(chr(code), None)
+        found = self[code] = ord("0") + digit if digit is not None else code
+        return found
+
+
+_ASCII_DIGITS = _AsciiDigits()
 
 
 def find_secrets(text: str) -> list[Secret]:

@@ -922,3 +922,12 @@ def test_round10_fourth_corpus_honest_texts_pass(text: str) -> None:
 def test_a_credential_said_twice_is_masked_both_times() -> None:
     kept = gate("kód alarmu je 4471, při odchodu zase 4471 a ARM").text
     assert "4471" not in kept
+
+
+def test_digits_of_any_script_are_read_as_digits() -> None:
+    # A card number (Luhn-valid) in Adlam and in Myanmar Shan digits, which no hand list held:
+    # the card rule reads ASCII digits, and every Unicode decimal digit is read as one.
+    number = "4539120788135562"
+    for zero in (0x1E950, 0x1090):
+        digits = "".join(chr(zero + int(c)) for c in number)
+        assert digits not in gate(f"company card {digits} exp 09/27").text
