@@ -2734,6 +2734,13 @@ _THREE_SPACED = re.compile(r"\d[ \-]\d[ \-]\d")
 _READ_OUT_ALONE = re.compile(r"(?<![\w.,:/\-])\d(?:([ \-])\d)(?:\1\d){2,6}(?![\w.,:/\-]*\d)")
 
 
+# An authenticator's setup key as it is shown, in groups of four base32 characters ("MZXW 6YTB
+# OI6Q 4WKR"), where the message speaks of two-factor setup.
+_SEED_GROUPS = re.compile(r"(?<![\w-])[A-Z2-7]{4}(?: [A-Z2-7]{4}){3,}(?![\w-])")
+_SEED_CONTEXT = re.compile(
+    r"2fa|mfa|totp|otp|authenticator|setup.?key|secret key|two.factor|zwei.faktor|double "
+    r"authentification|doble factor|dwuetapow|seed"
+)
 # Digits as keycap emoji: "4️⃣8️⃣1️⃣6️⃣".
 _KEYCAPS = re.compile(r"(?:\d\ufe0f?\u20e3\s?){4,8}")
 
@@ -2764,6 +2771,12 @@ def chat_secrets(text: str) -> list[tuple[str, int, int]]:
     found += _worded_more(text, low)
     if "\u20e3" in text:
         found += _keycaps(text, low)
+    if _SEED_GROUPS.search(text) and _SEED_CONTEXT.search(low):
+        found += (
+            ("API key or token", *m.span())
+            for m in _SEED_GROUPS.finditer(text)
+            if sum(c.isdigit() for c in m.group()) >= 2  # random base32, not words in capitals
+        )
     if _SIX_DIGITS.search(text):
         found += _arrived_code(text)
     found += _listed(text)

@@ -931,3 +931,10 @@ def test_digits_of_any_script_are_read_as_digits() -> None:
     for zero in (0x1E950, 0x1090):
         digits = "".join(chr(zero + int(c)) for c in number)
         assert digits not in gate(f"company card {digits} exp 09/27").text
+
+
+def test_an_authenticator_setup_key_in_groups_is_masked_where_two_factor_is_named() -> None:
+    kept = gate("2FA setup key for the shared admin account: JBSW Y3DP EHPK 3PXP").text
+    assert not {"Y3DP", "EHPK", "3PXP"} & set(kept.split())  # every group, not the first only
+    text = "our MFA rollout: teams ALFA BRAV DELT ECHO go first"
+    assert gate(text).text == text  # words of four capitals, no key
