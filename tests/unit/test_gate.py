@@ -934,7 +934,11 @@ def test_digits_of_any_script_are_read_as_digits() -> None:
 
 
 def test_an_authenticator_setup_key_in_groups_is_masked_where_two_factor_is_named() -> None:
-    kept = gate("2FA setup key for the shared admin account: JBSW Y3DP EHPK 3PXP").text
-    assert not {"Y3DP", "EHPK", "3PXP"} & set(kept.split())  # every group, not the first only
+    for said in (
+        "the authenticator wants this when you add the account: GEZD GNBV GY3T QOJQ",
+        "Setup-Key für 2FA vom Mail-Admin: GEZD GNBV GY3T QOJQ",
+    ):
+        kept = gate(said).text
+        assert not {"GEZD", "GNBV", "GY3T", "QOJQ"} & set(kept.split())
     text = "our MFA rollout: teams ALFA BRAV DELT ECHO go first"
     assert gate(text).text == text  # words of four capitals, no key
