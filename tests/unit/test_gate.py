@@ -935,10 +935,10 @@ def test_digits_of_any_script_are_read_as_digits() -> None:
 
 def test_an_authenticator_setup_key_in_groups_is_masked_where_two_factor_is_named() -> None:
     for said in (
-        "the authenticator wants this when you add the account: GEZD GNBV GY3T QOJQ",
-        "Setup-Key für 2FA vom Mail-Admin: GEZD GNBV GY3T QOJQ",
+        "the authenticator wants this when you add the account: JBSW Y3DP EHPK 3PXP",
+        "Setup-Key für 2FA vom Mail-Admin: JBSW Y3DP EHPK 3PXP",
     ):
         kept = gate(said).text
-        assert not {"GEZD", "GNBV", "GY3T", "QOJQ"} & set(kept.split())
+        assert not {"JBSW", "Y3DP", "EHPK", "3PXP"} & set(kept.split())
     text = "our MFA rollout: teams ALFA BRAV DELT ECHO go first"
     assert gate(text).text == text  # words of four capitals, no key
