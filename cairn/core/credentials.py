@@ -969,8 +969,8 @@ def _window(
             and not skip_next
             and value.isalpha()
             and len(value) >= 4
-            and text[: token.start()].rstrip().endswith(":")
-            and re.match(r"[ \t]*(?:[,.;!]|\n|$)", text[where[1] :])
+            and text[max(0, token.start() - 16) : token.start()].rstrip().endswith(":")
+            and _CLAUSE_ENDS.match(text, where[1])
             and folded not in _ABOUT | _SKIP | _FUNCTION_WORDS | _SWITCHES
             and not descriptive(folded)
             and not _is_keyword(value)
@@ -1024,7 +1024,10 @@ def _window(
             hyphened
             and connected
             and len(value) >= 4
-            and (raw[0] in _QUOTES or text[: token.start()].rstrip()[-1:] in _QUOTES)
+            and (
+                raw[0] in _QUOTES
+                or text[max(0, token.start() - 16) : token.start()].rstrip()[-1:] in _QUOTES
+            )
             and folded not in _ABOUT
             and any(c.isalnum() for c in value)
             and not descriptive(folded)
@@ -1125,6 +1128,7 @@ _HASH_OF = re.compile(
 
 
 _LOGGED_ATTEMPT = re.compile(r"(?i)\b(?:failed|accepted|invalid|bad|wrong)\s+$")
+_FOR_AFTER = re.compile(r"\s+for\b")
 _RECEIPT = re.compile(
     r"(?i)\b(?:receipt|card ending|terminal|approved|transaction|txn|quittung|ticket de caisse"
     r"|recibo|paragon|scontrino)\b"
@@ -1152,11 +1156,11 @@ def said_of_something_else(text: str, k_start: int, k_end: int) -> bool:
         return True  # a flag or a command: --with-token, get-login-password
     if _HASH_OF.search(text, max(0, k_start - 40), k_start):
         return True  # "the sha256 of the leaked token was ...": a hash of it
-    if _LOGGED_ATTEMPT.search(text, max(0, k_start - 12), k_start) and re.match(
-        r"\s+for\b", text[k_end:]
+    if _LOGGED_ATTEMPT.search(text, max(0, k_start - 12), k_start) and _FOR_AFTER.match(
+        text, k_end
     ):
         return True  # sshd: "Failed password for invalid user admin from ... port 51422"
-    if _RECEIPT.search(text) and re.search(
+    if _RECEIPT.search(text, max(0, k_start - 200), k_end + 200) and re.search(
         r"(?i)\b(?:auth|approval|authori[sz]ation)\W*$", text[max(0, k_start - 16) : k_start]
     ):
         return True  # a card receipt's "auth code 0A3F12": the payment's, no way in
@@ -2273,7 +2277,8 @@ def _wifi_spelled(text: str) -> Iterator[tuple[str, int, int]]:
             yield "password", *spelled
             continue
         pair = _NAME_SLASH.match(text, said.end())  # "wifi: NH-2F / sunflower0812"
-        word = re.match(r"[\"'«“]?([^\s\"'»”,;]{6,40})", text[pair.end() if pair else said.end() :])
+        at = pair.end() if pair else said.end()
+        word = _WIFI_VALUE.match(text, at)
         if word is None or _NOT_THE_KEY.search(text, wifi.end(), said.end()):
             continue  # "the wifi network name is ...", "its Wi-Fi MAC ...": not its password
         value = word.group(1).rstrip(".?")
@@ -2285,8 +2290,7 @@ def _wifi_spelled(text: str) -> Iterator[tuple[str, int, int]]:
             and not _HOST.fullmatch(value)
             and not re.fullmatch(r"\d+(?:[.,]\d+)?[a-zA-Z]{1,4}", value)  # "5GHz", "300mbps"
         ):
-            at = (pair.end() if pair else said.end()) + word.start(1)
-            yield "password", at, at + len(value)  # "wifi for the waiting area is halden24"
+            yield "password", word.start(1), word.start(1) + len(value)  # "... is halden24"
 
 
 _WIFI_HINT = re.compile(
@@ -2503,6 +2507,12 @@ _COUNTED = re.compile(
 )
 
 
+_GAP_TO_DIGITS = re.compile(r"[^.!?\n\d]{0,40}?(?=\d)")
+_TIMES_SIZE = re.compile(r"\s*[x×]\s*\d")
+_CLAUSE_ENDS = re.compile(r"[ \t]*(?:[,.;!]|\n|$)")
+_WIFI_VALUE = re.compile(r"[\"'«“]?([^\s\"'»”,;]{6,40})")
+
+
 def _lock_numbers(text: str, locks: list[tuple[int, int, str]]) -> Iterator[tuple[str, int, int]]:
     """A lock named, then said to be a number: the number is its code."""
     for l_start, l_end, word in locks:
@@ -2513,14 +2523,14 @@ def _lock_numbers(text: str, locks: list[tuple[int, int, str]]) -> Iterator[tupl
             continue
         start = said.end() if said is not None else l_end
         if said is None:
-            gap = re.match(r"[^.!?\n\d]{0,40}?(?=\d)", text[start:])
+            gap = _GAP_TO_DIGITS.match(text, start)
             if gap is None:
                 continue
-            start += gap.end()
+            start = gap.end()
         number = _CODE_NUMBER.match(text, start)
         if number is None or _COUNTED.match(text, number.end()):
             continue
-        if re.match(r"\s*[x×]\s*\d", text[number.end() :]):
+        if _TIMES_SIZE.match(text, number.end()):
             continue  # a size: "2110 x 926"
         value = number.group()
         if re.fullmatch(r"(?:[01]\d|2[0-3])[0-5]\d", value) and (
@@ -2552,11 +2562,11 @@ def _code_near_a_lock(text: str, low: str) -> Iterator[tuple[str, int, int]]:
             text, w_start, w_end
         ):
             continue
-        stop = len(text)
+        stop = min(len(text), w_end + 48)
         for end in (". ", "\n", "! ", "? ", "; "):
-            at = text.find(end, w_end)
-            stop = min(stop, at if at >= 0 else stop)
-        number = _CODE_NUMBER.search(text, w_end, min(stop, w_end + 48))
+            at = text.find(end, w_end, stop)
+            stop = at if at >= 0 else stop
+        number = _CODE_NUMBER.search(text, w_end, stop)
         if number is None:
             continue
         between = text[w_end : number.start()]

@@ -15,6 +15,7 @@ digests, versions, hostnames, paths). This module imports nothing of Cairn's abo
 from __future__ import annotations
 
 import base64
+import bisect
 import binascii
 import math
 import re
@@ -924,14 +925,19 @@ def find_secrets(text: str) -> list[Secret]:
 def _said_again(text: str, kept: list[Secret]) -> list[Secret]:
     """The same credential said again in the message ("the code is 5736, and 5736 again to
     arm"): each other place it stands as a word of its own."""
+    taken = sorted((k.start, k.end) for k in kept)
+    kinds = {text[k.start : k.end]: k.kind for k in kept}
     more: list[Secret] = []
-    for secret in list(kept):
-        value = text[secret.start : secret.end]
+    for value, kind in kinds.items():
         if len(value) < 4 or SECRET_MARK in value:
             continue
         for again in re.finditer(rf"(?<![\w.\-]){re.escape(value)}(?![\w\-])", text):
-            if not any(k.start < again.end() and again.start() < k.end for k in kept + more):
-                more.append(Secret(secret.kind, *again.span()))
+            start, end = again.span()
+            at = bisect.bisect_left(taken, (end, end))  # the spans that start before its end
+            if at and taken[at - 1][1] > start:
+                continue  # overlaps one masked already
+            bisect.insort(taken, (start, end))
+            more.append(Secret(kind, start, end))
     return more
 
 
