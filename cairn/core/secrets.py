@@ -15,8 +15,8 @@ digests, versions, hostnames, paths). This module imports nothing of Cairn's abo
 from __future__ import annotations
 
 import base64
-import bisect
 import binascii
+import bisect
 import math
 import re
 import unicodedata
