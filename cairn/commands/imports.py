@@ -168,8 +168,9 @@ def import_matrix(
     ROOM is a room id (!abc:example.org) or an alias (#ops:example.org). The bot reads it from
     the homeserver (MATRIX_HOMESERVER, MATRIX_USER_ID and the login `cairn run` uses) with its
     own device, so an encrypted room's messages are read with the keys the bot holds; those
-    whose keys it never got are counted as undecryptable. Stop `cairn run` first: the two
-    would share the device's keys.
+    whose keys it never got are counted as undecryptable. While `cairn run` runs, it holds
+    the device: the import is handed to it, this command shows its progress and tally, and
+    if it stops part-way this command takes the device over and finishes.
     \b
     Each message goes through the checks of a live one: credentials are masked, text that
     reads as an instruction to the bot is flagged, users of homeservers outside
@@ -210,6 +211,7 @@ def import_matrix(
                     until=until,
                     full=full,
                     progress=progress,
+                    say=None if as_json else lambda line: click.echo(line, err=True),
                 )
             )
         with progress_bar("indexing", quiet=as_json) as progress:

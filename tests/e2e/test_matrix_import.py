@@ -172,6 +172,38 @@ def test_a_rooms_history_is_imported_with_the_live_rules_once_and_then_only_what
     assert not [text for text in said if "Initech" in text]
 
 
+def test_an_import_while_the_bot_runs_is_read_by_the_running_bot_with_its_keys(
+    cairn: Cairn,  # noqa: F811
+    people: Callable[[str], E2EPerson],  # noqa: F811
+) -> None:
+    # The running bot holds the device, and the device holds the encrypted room's keys: the
+    # command hands the import to it rather than being refused, and the bot goes on answering.
+    cairn.start()
+    alice = people("alice")
+    secret = encrypted_room_with_bot(alice, cairn)
+    alice.send(secret, f"between us: {SECRET_PLAN}")
+    asked = alice.send(secret, "cairn: how are you?", mention=cairn.id)
+    wait_answer(alice, secret, cairn.id, asked, lambda e: not is_notice(e))
+    public = alice.create_room(invite=(cairn.id,), encrypted=False, public=True)
+    alice.wait_joined(public, cairn.id)
+    alice.send(public, DECISION)
+    alice.send(public, f"the staging db password is {PASSWORD}")
+
+    hidden = import_matrix(secret)
+    assert hidden["private"] is True
+    assert "undecryptable" not in hidden["skipped"]
+    (plan,) = [r for r in episodes(secret) if SECRET_PLAN in r.text]
+    assert plan.private_to == secret
+    shown = import_matrix(public)
+    assert (shown["stored"], shown["secrets"]) == (2, 1)
+    assert not [r for r in episodes(public) if PASSWORD in r.text]
+    assert import_matrix(public)["stored"] == 0  # the checkpoint is the same either way
+
+    question = alice.send(public, "cairn: when is the deploy window?", mention=cairn.id)
+    wait_answer(alice, public, cairn.id, question, lambda e: "Thursdays" in _body(e))
+    cairn.stop()
+
+
 def test_an_import_stopped_part_way_continues_where_it_stopped_and_misses_nothing_said_since(
     cairn: Cairn,  # noqa: F811
     people: Callable[[str], E2EPerson],  # noqa: F811

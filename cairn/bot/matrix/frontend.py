@@ -1,16 +1,17 @@
 """The Matrix frontend: Cairn as a bot account on a homeserver, through matrix-nio.
 
-One asyncio loop (in the thread ``cairn run`` gives each frontend) runs three tasks on one
+One asyncio loop (in the thread ``cairn run`` gives each frontend) runs four tasks on one
 :class:`nio.AsyncClient`, after :mod:`~cairn.bot.matrix.login`: the sync loop
 (:mod:`~cairn.bot.matrix.sync`), whose callbacks turn invites (:mod:`~cairn.bot.matrix.rooms`),
 messages, reactions and redactions (:mod:`~cairn.bot.matrix.inbound`) into ChatEvents for the
-pipeline; the delivery of the outbox; and the typing notifications of rooms where a worker is
-busy (both :mod:`~cairn.bot.matrix.delivery`). Beside the loop, a thread shows answers as they
-are written (:mod:`~cairn.bot.matrix.streaming`), its calls run on the loop. The sync ``since``
-token is saved only after every event of a batch is stored in the event log, so a crash replays
-at most one batch and the log's unique keys drop the replay; replies are sent with a
-transaction id per outbox row, so the homeserver drops a repeated send after a crash between
-posting and recording it.
+pipeline; the delivery of the outbox; the typing notifications of rooms where a worker is busy
+(both :mod:`~cairn.bot.matrix.delivery`); and the room history imports that `cairn import
+matrix` hands to the running bot (:mod:`~cairn.bot.matrix.handover`). Beside the loop, a thread
+shows answers as they are written (:mod:`~cairn.bot.matrix.streaming`), its calls run on the
+loop. The sync ``since`` token is saved only after every event of a batch is stored in the event
+log, so a crash replays at most one batch and the log's unique keys drop the replay; replies are
+sent with a transaction id per outbox row, so the homeserver drops a repeated send after a crash
+between posting and recording it.
 
 Every room is part of one tenant, ``matrix:<the bot's homeserver>``.
 """
@@ -21,25 +22,26 @@ import asyncio
 import contextlib
 import threading
 
-from nio import AsyncClient, AsyncClientConfig
+from nio import AsyncClient
 from nio.crypto import ENCRYPTION_ENABLED
 
 from cairn.bot.dedupe import open_dedupe
 from cairn.bot.matrix.account import PLATFORM, BotAccount
+from cairn.bot.matrix.client import bot_client
 from cairn.bot.matrix.crypto import DeviceTrust
 from cairn.bot.matrix.delivery import Delivery, Typing
 from cairn.bot.matrix.departures import Departures
 from cairn.bot.matrix.direct import DirectChats
-from cairn.bot.matrix.gated import GatedAsyncClient
+from cairn.bot.matrix.handover import Desk
 from cairn.bot.matrix.inbound import Inbound
 from cairn.bot.matrix.invites import InvitePolicy
 from cairn.bot.matrix.login import Login
 from cairn.bot.matrix.records import EventRecords
 from cairn.bot.matrix.rooms import Rooms
-from cairn.bot.matrix.store import PICKLE_KEY, AccountLock, CryptoStore
+from cairn.bot.matrix.store import AccountLock, CryptoStore
 from cairn.bot.matrix.streaming import MatrixWriter
-from cairn.bot.matrix.sync import SYNC_TIMEOUT_MS, Sync
-from cairn.bot.matrix.sync_state import MatrixState, StateFile
+from cairn.bot.matrix.sync import Sync
+from cairn.bot.matrix.sync_state import StateFile
 from cairn.bot.matrix.undecrypted import Undecrypted
 from cairn.bot.pipeline import Pipeline
 from cairn.bot.streaming import StreamRelay
@@ -48,30 +50,7 @@ from cairn.core.reactions import emoji_character
 from cairn.core.settings import Settings
 from cairn.sessions.outbox import Outbox
 
-__all__ = ["MatrixFrontend", "bot_client"]
-
-
-def bot_client(
-    settings: Settings, account: BotAccount, state: MatrixState, store: CryptoStore
-) -> GatedAsyncClient:
-    """A client of ``account`` with its saved device and its crypto store (not logged in yet:
-    see :class:`~cairn.bot.matrix.login.Login`)."""
-    store.folder.mkdir(parents=True, exist_ok=True)
-    config = AsyncClientConfig(
-        max_limit_exceeded=None,  # rate limited: wait as told, however often
-        max_timeouts=2,  # then our own backoff takes over, and healthy() says so
-        request_timeout=SYNC_TIMEOUT_MS / 1000 + 30,
-        encryption_enabled=settings.matrix.encryption,
-        store_sync_tokens=False,  # the since token is ours to save, after ingest
-        pickle_key=PICKLE_KEY,  # named, so that `cairn doctor` reads the store with it
-    )
-    return GatedAsyncClient(
-        account.homeserver,
-        account.user_id,
-        device_id=state.device_id or None,
-        store_path=str(store.folder),
-        config=config,
-    )
+__all__ = ["MatrixFrontend"]
 
 
 class MatrixFrontend:
@@ -209,6 +188,7 @@ class MatrixFrontend:
         tasks = [
             asyncio.create_task(self._deliver(client), name="matrix-outbox"),
             asyncio.create_task(self.typing.run(client), name="matrix-typing"),
+            asyncio.create_task(self._imports(client), name="matrix-imports"),
         ]
         try:
             await self.sync.run(client)
@@ -221,6 +201,21 @@ class MatrixFrontend:
         await self.sync.synced.wait()  # rooms are known only after the first sync
         self._start_relay(client)
         await self.delivery.run(client)
+
+    async def _imports(self, client: AsyncClient) -> None:
+        """Read the rooms `cairn import matrix` asks for while this frontend holds the device
+        (:mod:`~cairn.bot.matrix.handover`), once the first sync has brought the room keys."""
+        from cairn.bot.matrix.history import RoomReader, serve_requests
+
+        await self.sync.synced.wait()
+        desk = Desk(self.store)
+        desk.open()
+        try:
+            memory = self.pipeline.rt.memory
+            reader = RoomReader(self.settings, memory, client, self.account, self.trust)
+            await serve_requests(reader, desk)
+        finally:
+            desk.close()
 
     def _start_relay(self, client: AsyncClient) -> None:
         """Stream answers from now on, through ``client`` on this loop."""

@@ -24,10 +24,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
+from time import monotonic
 from typing import Any
 
 from nio import (
@@ -49,6 +52,7 @@ from cairn.bot.imported import ChannelTally, Episodes, ImportReport
 from cairn.bot.matrix.account import PLATFORM, BotAccount
 from cairn.bot.matrix.crypto import DeviceTrust
 from cairn.bot.matrix.files import MEDIA_EVENTS, caption
+from cairn.bot.matrix.handover import Desk, ImportRequest, Status
 from cairn.bot.matrix.mentions import strip_reply_fallback
 from cairn.bot.matrix.privacy import private_room
 from cairn.bot.matrix.retry import CONNECTION_ERRORS
@@ -65,9 +69,13 @@ __all__ = [
     "Checkpoint",
     "MatrixImport",
     "RoomHistoryError",
+    "RoomReader",
     "checkpoint_path",
     "import_room",
+    "serve_requests",
 ]
+
+log = logging.getLogger(__name__)
 
 LOGIN_SECONDS = 60.0
 """How long the import waits for the homeserver to let the bot log in."""
@@ -445,6 +453,17 @@ def _ms(day: date) -> int:
     return int(datetime.combine(day, time.min, UTC).timestamp() * 1000)
 
 
+LOCK_WAIT_SECONDS = 30.0
+"""How long an import waits for a frontend that stopped part-way through its request to let the
+device go, before it takes the device over and continues from the checkpoint itself."""
+
+TAKE_SECONDS = 60.0
+"""How long an import waits for the running frontend to take its request."""
+
+POLL_SECONDS = 0.25
+"""How often the import command and the frontend look at the request folder."""
+
+
 async def import_room(
     settings: Settings,
     memory: MemoryStore,
@@ -454,59 +473,205 @@ async def import_room(
     until: date | None = None,
     full: bool = False,
     progress: ProgressCallback | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> ImportReport:
-    """Import ``room`` (an id or an alias) as the bot of ``settings``: logged in with its saved
-    device and crypto store, which no running frontend may hold meanwhile (ConfigError naming
-    it otherwise). Raises ConfigError when Matrix is not configured, RoomHistoryError when the
-    homeserver refuses."""
-    from cairn.bot.matrix.frontend import bot_client
-    from cairn.bot.matrix.login import Login
-    from cairn.bot.matrix.store import AccountLock, CryptoStore
-    from cairn.bot.matrix.sync_state import StateFile
+    """Import ``room`` (an id or an alias) as the bot of ``settings``, with its saved device
+    and crypto store. When a frontend runs (``cairn run``) it holds them: the import is then
+    handed to it (:mod:`~cairn.bot.matrix.handover`), and taken over from its checkpoint if
+    that frontend stops part-way; ``say`` hears a line on each of these turns.
+
+    Raises ConfigError when Matrix is not configured, or when the device is held by a process
+    that takes no requests (another import); RoomHistoryError when the homeserver refuses."""
+    from cairn.bot.matrix.store import AccountHeld, AccountLock, CryptoStore
 
     if not (settings.matrix.homeserver and settings.matrix.user_id):
         raise ConfigError("cairn import matrix needs MATRIX_HOMESERVER and MATRIX_USER_ID")
     account = BotAccount(settings.matrix.homeserver.rstrip("/"), settings.matrix.user_id)
+    store = CryptoStore(settings.matrix.store_dir(settings.home_dir), account.user_id)
+    desk = Desk(store)
+    let_go_by: float | None = None  # when a frontend that stopped part-way must have let go
+    while True:
+        try:
+            with AccountLock(store):
+                return await _import_here(
+                    settings, memory, account, store, room, since, until, full, progress
+                )
+        except AccountHeld as held:
+            if held.pid is not None and desk.server() == held.pid:
+                if say is not None:
+                    say(f"the running bot (process {held.pid}) holds the device: it reads {room}")
+                report = await _handed_over(desk, held.pid, room, since, until, full, progress)
+                if report is not None:
+                    return report
+                if say is not None:
+                    say("the running bot stopped before it finished: continuing here")
+                let_go_by = monotonic() + LOCK_WAIT_SECONDS  # stopped part-way: take over
+            elif let_go_by is None or monotonic() > let_go_by:
+                raise
+            await asyncio.sleep(POLL_SECONDS)
+
+
+async def _import_here(
+    settings: Settings,
+    memory: MemoryStore,
+    account: BotAccount,
+    store: Any,
+    room: str,
+    since: date | None,
+    until: date | None,
+    full: bool,
+    progress: ProgressCallback | None,
+) -> ImportReport:
+    """The import, read by this process with the device (whose lock the caller holds)."""
+    from cairn.bot.matrix.client import bot_client
+    from cairn.bot.matrix.login import Login
+    from cairn.bot.matrix.sync_state import StateFile
+
     state_file = StateFile(settings.home_dir / "matrix", account.user_id)
     state = state_file.load(account.homeserver, account.user_id)
-    store = CryptoStore(settings.matrix.store_dir(settings.home_dir), account.user_id)
-    with AccountLock(store):
-        client = bot_client(settings, account, state, store)
+    client = bot_client(settings, account, state, store)
+    try:
+        login = Login(account, settings, state, state_file).log_in(client)
         try:
-            login = Login(account, settings, state, state_file).log_in(client)
-            try:
-                await asyncio.wait_for(login, LOGIN_SECONDS)
-            except TimeoutError:
-                raise RoomHistoryError(
-                    f"could not log in to {account.homeserver} as {account.user_id} within "
-                    f"{LOGIN_SECONDS:g}s: is the homeserver up? Nothing was imported"
-                ) from None
-            trust = None
-            if settings.matrix.encryption:
-                trust = DeviceTrust(account, settings.matrix.trusted, settings.matrix.blocked)
-            importer = MatrixImport(
-                memory,
-                client,
-                account,
-                agent=settings.agent,
-                max_chars=settings.max_message_chars,
-                trusted_servers=settings.matrix.trusted,
-                trust=trust,
-                since=since,
-                until=until,
+            await asyncio.wait_for(login, LOGIN_SECONDS)
+        except TimeoutError:
+            raise RoomHistoryError(
+                f"could not log in to {account.homeserver} as {account.user_id} within "
+                f"{LOGIN_SECONDS:g}s: is the homeserver up? Nothing was imported"
+            ) from None
+        trust = None
+        if settings.matrix.encryption:
+            trust = DeviceTrust(account, settings.matrix.trusted, settings.matrix.blocked)
+        reader = RoomReader(settings, memory, client, account, trust)
+        return await reader.read(ImportRequest("", room, since, until, full), progress)
+    finally:
+        await client.close()
+
+
+@dataclass(frozen=True)
+class RoomReader:
+    """What reading a room's history takes: ``client``, logged in as ``account`` (this
+    process's own, or a running frontend's), the device policy ``trust`` (None when encryption
+    is off), and where the episodes go."""
+
+    settings: Settings
+    memory: MemoryStore
+    client: AsyncClient
+    account: BotAccount
+    trust: DeviceTrust | None
+
+    async def read(
+        self, request: ImportRequest, progress: ProgressCallback | None = None
+    ) -> ImportReport:
+        """Import what ``request`` asks. Raises RoomHistoryError when the homeserver refuses or
+        is lost (what was read before stays imported)."""
+        settings, account = self.settings, self.account
+        importer = MatrixImport(
+            self.memory,
+            self.client,
+            account,
+            agent=settings.agent,
+            max_chars=settings.max_message_chars,
+            trusted_servers=settings.matrix.trusted,
+            trust=self.trust,
+            since=request.since,
+            until=request.until,
+        )
+        try:
+            room_id = await importer.room_id(request.room)
+            checkpoint = checkpoint_path(
+                settings.home_dir, account.tenant, room_id, request.since, request.until
             )
-            try:
-                room_id = await importer.room_id(room)
-                checkpoint = checkpoint_path(
-                    settings.home_dir, account.tenant, room_id, since, until
-                )
-                return await importer.run(
-                    room_id, checkpoint=checkpoint, progress=progress, full=full
-                )
-            except CONNECTION_ERRORS as exc:
+            return await importer.run(
+                room_id, checkpoint=checkpoint, progress=progress, full=request.full
+            )
+        except CONNECTION_ERRORS as exc:
+            raise RoomHistoryError(
+                f"lost {account.homeserver} ({exc or type(exc).__name__}); what was read "
+                "before is imported, and the next run continues after it"
+            ) from exc
+
+
+async def _handed_over(
+    desk: Desk,
+    pid: int,
+    room: str,
+    since: date | None,
+    until: date | None,
+    full: bool,
+    progress: ProgressCallback | None,
+) -> ImportReport | None:
+    """Ask the running frontend (process ``pid``) to import ``room``, and follow it: its
+    tally once it is done, None when it stopped or died part-way (the caller then takes the
+    device over and continues from the checkpoint). Raises RoomHistoryError with the
+    frontend's reason when its import failed, or when it does not take the request."""
+    request_id = desk.ask(room, since, until, full)
+    asked = monotonic()
+    taken = False
+    try:
+        while True:
+            status = desk.status(request_id)
+            taken = taken or status is not None or not desk.waiting(request_id)
+            if status is not None and progress is not None and status.events:
+                progress(status.events, status.events)
+            if status is not None and status.state == "done" and status.report is not None:
+                return _report(status.report)
+            if status is not None and status.state == "failed":
+                raise RoomHistoryError(f"the running frontend (process {pid}): {status.error}")
+            if status is not None and status.state == "stopped":
+                return None
+            if desk.server() != pid:  # stopped, or killed: no status will come
+                if taken or desk.withdraw(request_id):
+                    return None
+                taken = True  # taken just now, by the frontend on its way out
+            elif not taken and monotonic() - asked > TAKE_SECONDS and desk.withdraw(request_id):
                 raise RoomHistoryError(
-                    f"lost {account.homeserver} ({exc or type(exc).__name__}); what was read "
-                    "before is imported, and the next run continues after it"
-                ) from exc
-        finally:
-            await client.close()
+                    f"the running frontend (process {pid}) did not take the import within "
+                    f"{TAKE_SECONDS:g}s; nothing was imported. Is it stuck? Its log says why"
+                )
+            await asyncio.sleep(POLL_SECONDS)
+    finally:
+        desk.forget(request_id)
+
+
+def _report(data: dict[str, Any]) -> ImportReport:
+    """An import's tally from its JSON form (``dataclasses.asdict``)."""
+    channels = {key: ChannelTally(**tally) for key, tally in data["channels"].items()}
+    return ImportReport(
+        data["tenant"], channels, data["days"], data["resumed"], data.get("unit", "pages")
+    )
+
+
+async def serve_requests(reader: RoomReader, desk: Desk) -> None:
+    """A running frontend's side: take the import requests of ``desk`` one at a time and read
+    each with ``reader`` (the frontend's client), until cancelled. The caller holds the device
+    and has opened the desk (:meth:`~cairn.bot.matrix.handover.Desk.open`)."""
+    while True:
+        request = desk.take()
+        if request is None:
+            await asyncio.sleep(POLL_SECONDS)
+            continue
+        await _serve(reader, desk, request)
+
+
+async def _serve(reader: RoomReader, desk: Desk, request: ImportRequest) -> None:
+    def progress(done: int, total: int) -> None:
+        desk.tell(request.id, Status("running", done))
+
+    log.info("importing the history of %s, asked by `cairn import matrix`", request.room)
+    desk.tell(request.id, Status("running"))
+    try:
+        report = await reader.read(request, progress)
+    except asyncio.CancelledError:
+        desk.tell(request.id, Status("stopped"))  # the command takes over from the checkpoint
+        raise
+    except CairnError as exc:
+        desk.tell(request.id, Status("failed", error=str(exc)))
+    except Exception as exc:  # the command must hear of any failure, and the frontend go on
+        log.exception("the import of %s failed", request.room)
+        desk.tell(request.id, Status("failed", error=f"{type(exc).__name__}: {exc}"))
+    else:
+        desk.tell(request.id, Status("done", report=asdict(report)))
+        log.info("imported %d episodes of %s", report.stored, request.room)
+    finally:
+        desk.done(request.id)

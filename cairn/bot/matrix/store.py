@@ -29,7 +29,7 @@ from nio import ClientConfig
 
 from cairn.core.errors import ConfigError, StorageError
 
-__all__ = ["PICKLE_KEY", "AccountLock", "CryptoStore", "StoreKeys"]
+__all__ = ["PICKLE_KEY", "AccountHeld", "AccountLock", "CryptoStore", "StoreKeys"]
 
 # The passphrase nio encrypts the pickled keys in the store with: its default, which the
 # frontend's client uses (it sets none). Reading the store needs the same one.
@@ -162,6 +162,14 @@ class CryptoStore:
         return counts
 
 
+class AccountHeld(ConfigError):
+    """Another process holds the account's lock: ``pid`` (None when its file does not say)."""
+
+    def __init__(self, message: str, pid: int | None) -> None:
+        super().__init__(message)
+        self.pid = pid
+
+
 class AccountLock:
     """Holds the lock of ``store`` while a frontend runs (a context manager)."""
 
@@ -170,7 +178,7 @@ class AccountLock:
         self._handle: IO[str] | None = None
 
     def __enter__(self) -> AccountLock:
-        """Take the lock. Raises ConfigError naming the process that holds it already."""
+        """Take the lock. Raises AccountHeld naming the process that holds it already."""
         self.store.folder.mkdir(parents=True, exist_ok=True)
         handle = self.store.lock_path.open("a+")
         try:
@@ -179,11 +187,12 @@ class AccountLock:
             pid = _pid_in(handle)
             handle.close()
             who = f"process {pid}" if pid else "another process"
-            raise ConfigError(
+            raise AccountHeld(
                 f"another Cairn Matrix frontend ({who}) is running for {self.store.user_id} with "
                 f"the store in {self.store.folder}; two frontends of one account must not share "
                 "its keys. Stop it, or give this one its own CAIRN_HOME (or CAIRN_MATRIX_STORE), "
-                "which logs in as a device of its own"
+                "which logs in as a device of its own",
+                pid,
             ) from None
         handle.seek(0)
         handle.truncate()
