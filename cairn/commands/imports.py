@@ -145,7 +145,7 @@ def import_slack(
                     f"stopped: {exc}; the days before are imported, run again to continue"
                 ) from exc
         with progress_bar("indexing", quiet=as_json) as progress:
-            rt.memory.flush_outbox(progress=progress)
+            rt.memory.flush_outbox(progress=progress, bulk=True)
     _show(report, as_json)
 
 
@@ -215,7 +215,7 @@ def import_matrix(
                 )
             )
         with progress_bar("indexing", quiet=as_json) as progress:
-            rt.memory.flush_outbox(progress=progress)
+            rt.memory.flush_outbox(progress=progress, bulk=True)
     _show(report, as_json)
 
 

@@ -411,7 +411,7 @@ def _indexed_and_told(rt: Any, report: Any, as_json: bool) -> bool:
     """Bring the index in step with what a command wrote (a bar shows it), then print
     ``report`` as JSON with ``as_json``; True when that was the command's whole output."""
     with progress_bar("indexing", quiet=as_json) as progress:
-        rt.memory.flush_outbox(progress=progress)
+        rt.memory.flush_outbox(progress=progress, bulk=True)
     if as_json:
         click.echo(json.dumps(asdict(report)))
     return as_json

@@ -22,9 +22,12 @@ from cairn.memory.embed import Embedder
 from cairn.memory.index import IndexedMemory, IndexUnavailable, VectorIndex
 from cairn.memory.index.port import FIRST_INDEXABLE_ID
 
-__all__ = ["IndexOutbox"]
+__all__ = ["SETTLE_EVERY", "IndexOutbox"]
 
 log = logging.getLogger(__name__)
+
+SETTLE_EVERY = 20_000
+"""Entries a bulk flush applies between two optimisations of the index."""
 
 
 class IndexOutbox:
@@ -44,24 +47,39 @@ class IndexOutbox:
         """Hold the embedding of a memory just written for the flush that indexes it."""
         self._vectors[memory_id] = vector
 
-    def flush(self, limit: int = 500, progress: Callable[[int, int], None] | None = None) -> int:
+    def flush(
+        self,
+        limit: int = 500,
+        progress: Callable[[int, int], None] | None = None,
+        *,
+        bulk: bool = False,
+    ) -> int:
         """Apply pending index work; returns how many entries were applied.
 
         Embeds what the write path did not, then upserts and deletes in the index. Leaves the
         entries in place (with the error recorded) when the index or the embedder fails, so
         that a later call, at start or on schedule, replays them. ``progress`` hears
         (entries applied, entries that were pending) after each batch.
+
+        ``bulk`` (an import, a reindex) optimises the index every :data:`SETTLE_EVERY` entries
+        and at the end: an embedded shard holds what was written since its last optimisation
+        in memory, so a bulk write that never settles leaves every process that opens the
+        shard holding all of it, searching it unindexed, and paying for the optimisation
+        whenever one comes (ADR 0046, "Bulk writes").
         """
         if self.index is None:
             return 0
         total = self.pending() if progress is not None else 0
-        applied = 0
+        applied = settled = 0
         while True:
             done = self._flush_batch(limit)
             applied += max(done, 0)
             if progress is not None:
                 total = max(total, applied)
                 progress(applied, total)
+            if bulk and applied > settled and (done < limit or applied - settled >= SETTLE_EVERY):
+                settled = applied
+                self.optimize()
             if done < limit:
                 return applied
 

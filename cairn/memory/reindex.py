@@ -39,5 +39,5 @@ def reindex(store: MemoryStore, *, progress: ProgressCallback | None = None) -> 
         ids = s.exec(select(MemoryRow.id).where(col(MemoryRow.retracted).is_(False))).all()
         for memory_id in ids:
             s.add(MemoryOutbox(memory_id=memory_id or 0, op="upsert"))
-    applied = store.flush_outbox(progress=progress)
+    applied = store.flush_outbox(progress=progress, bulk=True)
     return ReindexReport(queued=len(ids), applied=applied, pending=store.pending_outbox())

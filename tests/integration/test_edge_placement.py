@@ -8,15 +8,23 @@ import json
 import logging
 import math
 import random
+import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 import qdrant_edge as qe
 
+from cairn.db import ensure_tenant
+from cairn.db.models import MemoryOutbox, MemoryRow
+from cairn.memory import index_outbox
 from cairn.memory.index import EdgeIndex
 from cairn.memory.index.adapter import KEYWORD_FIELDS
 from cairn.memory.index.port import DENSE, SPARSE, IndexedMemory, layout_name
+from cairn.memory.index_outbox import IndexOutbox
+from cairn.memory.records import content_hash
 from cairn.memory.terms import sparse_vector
+from cairn.runtime import Runtime
 
 DIM = 32
 WORDS = "deploy runner canary database backup pager rotation freeze ticket".split()  # noqa: SIM905
@@ -148,3 +156,68 @@ def test_a_move_cut_short_is_made_again_at_the_next_open(tmp_path: Path) -> None
     assert _quantized(folder), "the move was not made again"
     assert not mark.exists()
     index.close()
+
+
+class _Settling(EdgeIndex):
+    """The embedded index, noting how many points it held at each optimisation."""
+
+    def __init__(self, path: Path, *, dense_dim: int | None = None) -> None:
+        super().__init__(path, dense_dim=dense_dim)
+        self.optimised_at: list[int] = []
+
+    def optimize(self) -> None:
+        super().optimize()
+        self.optimised_at.append(self.count())
+
+
+class _Seeded:
+    """Unit vectors of an API model's size, the same for the same text (a model is beside
+    the point here, and slow)."""
+
+    dim = 1536
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        seeds = [zlib.crc32(t.encode()) for t in texts]
+        rows = np.stack([np.random.default_rng(n).normal(size=self.dim) for n in seeds])
+        return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _queued(runtime: Runtime, tenant: str, count: int) -> None:
+    """``count`` memories of ``tenant`` written as an import writes them: rows, and their
+    index entries waiting in the outbox."""
+    texts = [f"The billing service runs release {n} on host node-{n % 977}" for n in range(count)]
+    with runtime.db.session() as s:
+        ensure_tenant(s, tenant, "import")
+        rows = [
+            MemoryRow(tenant_id=tenant, scope_key=tenant, text=t, content_hash=content_hash(t))
+            for t in texts
+        ]
+        s.add_all(rows)
+        s.flush()
+        s.add_all(MemoryOutbox(memory_id=r.id or 0, op="upsert") for r in rows)
+
+
+def test_a_bulk_flush_settles_the_shard_on_the_way_and_leaves_it_optimised(
+    runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An import used to leave every point it wrote in the shard's appendable segment: held in
+    # memory by each process that opens the shard, its dense vectors searched by brute force
+    # (ADR 0046, "Bulk writes"). The engine builds an HNSW graph for a segment past about
+    # 10 MB of vectors: 2,500 of 1,536 dimensions.
+    monkeypatch.setattr(index_outbox, "SETTLE_EVERY", 1_000)
+    embedder = _Seeded()
+    _queued(runtime, "acme", 2_500)
+    live = _Settling(tmp_path / "live", dense_dim=embedder.dim)
+    assert IndexOutbox(runtime.db, live, embedder).flush(limit=500) == 2_500
+    # A live write's flush leaves the optimisation to the schedule: the dense vectors of the
+    # appendable segment have no index, and are searched one by one.
+    assert live.optimised_at == []
+    assert live._connect().info().indexed_vectors_count == 2_500  # the sparse ones only
+
+    _queued(runtime, "globex", 2_500)  # an import of the same texts by another tenant
+    bulk = _Settling(tmp_path / "bulk", dense_dim=embedder.dim)
+    assert IndexOutbox(runtime.db, bulk, embedder).flush(limit=500, bulk=True) == 2_500
+    assert bulk.optimised_at == [1_000, 2_000, 2_500]  # every 1,000 entries, and at the end
+    # Every point's sparse vector, and the dense vectors of the 2,000 settled on the way; the
+    # last 500, too few for a graph, wait in the appendable segment as a live write's do.
+    assert bulk._connect().info().indexed_vectors_count == 2_500 + 2_000

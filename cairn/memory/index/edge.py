@@ -352,12 +352,18 @@ class EdgeIndex(QdrantAdapter):
         return int(self._call("count", lambda s: s.count(qe.CountRequest(exact=True))))
 
     def optimize(self) -> None:
-        """Build the shard's HNSW and payload indexes now; the edge engine has no background
-        optimiser, and an unoptimised shard searches dense vectors by brute force."""
+        """Build the shard's HNSW and payload indexes now, and write them out; the edge engine
+        has no background optimiser, and an unoptimised shard searches dense vectors by brute
+        force. The flush lets the write-ahead log drop what the segments now hold."""
         if (remote := self._remote()) is not None:
             remote.optimize()
             return
-        self._call("optimize", lambda s: s.optimize())
+
+        def settle(shard: Any) -> None:
+            shard.optimize()
+            shard.flush()
+
+        self._call("optimize", settle)
 
     def compact(self) -> None:
         """Rewrite the shard with its live points only, then put it in place of the old one.
