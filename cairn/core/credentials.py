@@ -39,6 +39,7 @@ __all__ = [
     "placeholder",
     "public_spans",
     "said_of_something_else",
+    "ui_string",
 ]
 
 # What a password, PIN or access code is called (lower case), in the languages people write
@@ -330,7 +331,7 @@ _ABOUT = frozenset(
 _PLACEHOLDER = re.compile(
     r"^(?:\$(?-i:[{(]|[A-Z_][A-Z0-9_]*(?![a-z0-9])|[a-z_][a-z0-9_]*$)|[%<\[{]|\{\{|os\.|env\.|process\.env|secrets?\.|vault:|op://|ref\+|arn:|\*{3,}"
     r"|(?:x{3,}[-_.]?)+$|y{3,}$|\.{3,}|•{3,}|redacted|hidden|masked|censored|example|placeholder"
-    r"|replace[_-]?me|fixme|dummy|sample|test123|none|null|nil|true|false"
+    r"|replace[_-]?me|change[_-]me(?:[_-][a-z]+)*[`'\"]*$|fixme|dummy|sample|test123|none|null|nil|true|false"
     r"|undefined|todo|tbd|[a-z]+(?:_[a-z]+)*_$|ssh-(?:rsa|ed25519|dss)|ecdsa-sha2|sk-ssh|age1|sha256:|sha1:|md5:"
     r"|AAAA[A-Z0-9])|.*(?:\.\.\.|…)",
     re.IGNORECASE,
@@ -1867,6 +1868,15 @@ _BARCODE_BEFORE = re.compile(
 )
 
 
+# Words that name the number after them as a reference, not a card: an invoice's OCR or
+# reference number, a request, case, order or tracking id.
+_ID_BEFORE = re.compile(
+    r"(?i)\b(?:ocr(?:[- ]?(?:nummer|number|nr|no))?|(?:request|case|ticket|order|transaction"
+    r"|tracking|shipment|invoice|customer|member|booking) (?:id|no|nr|number|#)"
+    r"|viitenumero|referen[cz]e(?: number)?|référence|referencia|kid(?:-nummer)?)\W*$"
+)
+
+
 def _spaced(text: str) -> Iterator[tuple[str, int, int]]:
     cards = 0
     for match in re.finditer(
@@ -1881,6 +1891,8 @@ def _spaced(text: str) -> Iterator[tuple[str, int, int]]:
             continue  # the end of a longer number (a bank slip's line)
         if _BARCODE_BEFORE.search(text, max(0, match.start() - 24), match.start()):
             continue  # "EAN 5901234123457": a product's barcode (it passes Luhn's check too)
+        if _ID_BEFORE.search(text, max(0, match.start() - 32), match.start()):
+            continue  # "OCR 4471882201337", "request ID 2411...": a reference, named as one
         if _luhn(digits) or _CARD_WORDS.search(text):
             cards += 1
             yield "card number", *match.span()
@@ -1905,8 +1917,8 @@ def _spaced(text: str) -> Iterator[tuple[str, int, int]]:
             continue
         joined = re.sub(r"[ -]", "", found)
         span = (match.start(), match.start() + len(found))
-        if found.startswith(_GROUPED_IDS):
-            continue
+        if found.startswith(_GROUPED_IDS) or re.match(r"RF\d\d[ -]", found):
+            continue  # an advisory or ticket id; a creditor reference (ISO 11649: RF18 0000 ...)
         if joined.isdigit():
             card = _luhn(joined) or _CARD_WORDS.search(text) is not None
             if 13 <= len(joined) <= 19 and card and not _test_card(joined):
@@ -1949,6 +1961,25 @@ def _wrapped(text: str, found: list[tuple[str, int, int]]) -> Iterator[tuple[str
         if named or (mixed and joined.startswith("eyJ")):
             start = match.start() + (len(match.group()) - len(match.group().lstrip()))
             yield "wrapped key", start, start + len(block)
+
+
+_OPENING_QUOTES = "\"'„“«‘‚「『"
+_CLOSING_QUOTES = re.compile("[\"'“”»’‘」』]")
+
+
+def ui_string(text: str, start: int) -> bool:
+    """Whether what stands at ``start`` opens, or is the first word of, a quoted phrase that
+    itself names a credential ("Forgot your password?", „Gib dein Passwort ein“): words a
+    screen shows, not a password."""
+    if text[start : start + 1] in _OPENING_QUOTES:
+        start += 1
+    elif not (start and text[start - 1] in _OPENING_QUOTES) and not (
+        start > 1 and text[start - 1] in " \u00a0\u202f" and text[start - 2] in "«„"
+    ):
+        return False  # (French and German quotes may stand a space away: « Afficher »)
+    close = _CLOSING_QUOTES.search(text, start, start + 120)
+    phrase = text[start : close.start() if close else start + 120].strip()
+    return " " in phrase and bool(_keywords(phrase))
 
 
 def placeholder(value: str) -> bool:

@@ -36,6 +36,7 @@ from cairn.core.credentials import (
     placeholder,
     public_spans,
     said_of_something_else,
+    ui_string,
 )
 from cairn.core.redact import url_secrets, userinfo_end
 
@@ -906,6 +907,8 @@ def find_secrets(text: str) -> list[Secret]:
             continue  # "password: changeme" in a template or an example: a stand-in
         if text[max(0, secret.start - 3) : secret.start] == "pk." or value.startswith("pk_"):
             continue  # a publishable key: public by design
+        if ui_string(text, secret.start):
+            continue  # "Forgot your password?", „Gib dein Passwort ein“: words shown to users
         overlaps = [k for k in kept if k.start < secret.end and secret.start < k.end]
         if not overlaps:
             kept.append(secret)

@@ -942,3 +942,26 @@ def test_an_authenticator_setup_key_in_groups_is_masked_where_two_factor_is_name
         assert not {"JBSW", "Y3DP", "EHPK", "3PXP"} & set(kept.split())
     text = "our MFA rollout: teams ALFA BRAV DELT ECHO go first"
     assert gate(text).text == text  # words of four capitals, no key
+
+
+# Round 11 (secrets_holdout15, a game studio's chat, measured blind first): honest shapes it
+# masked, in other wordings.
+@pytest.mark.parametrize(
+    "text",
+    [
+        'STR_LOGIN_PASSWORD_FORGOT = "Forgot the password?"',
+        "Traduction de « Show password » : « Afficher le mot de passe » (ok pour la v2)",
+        "in the sample .env we ship: SMTP_PASSWORD=change-me-before-deploy",
+        "betaal met referentie RF47 0000 0000 1357 9",
+        "order ID 4556737586899855 was charged twice, refund it",
+        "the OCR number 5412750009187 is on the bill, due Friday",
+    ],
+)
+def test_round11_honest_texts_pass(text: str) -> None:
+    assert gate(text).text == text
+
+
+def test_round11_a_card_or_a_password_is_still_masked_beside_those_words() -> None:
+    assert "4556737586899855" not in gate("card 4556737586899855 exp 08/28 cvc 301").text
+    kept = gate('db_password = "Mauve-Kettle-81"').text
+    assert "Mauve-Kettle-81" not in kept
