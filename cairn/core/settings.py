@@ -410,6 +410,10 @@ class MemorySettings(BaseModel):
     # Boost for a memory whose author the query names ("what did Caroline paint?" for a turn
     # Caroline wrote; see cairn/memory/speakers). Chosen held-out (ADR 0030, ADR 0048).
     weight_speaker: float = Field(default=1.0, ge=0)
+    # Pseudo-relevance feedback: a second lexical search for the query with the words of the
+    # best ``feedback_docs`` candidates, fused with this weight (0: off). See ADR 0039.
+    weight_feedback: float = Field(default=0.15, ge=0)
+    feedback_docs: int = Field(default=2, ge=1, le=20)
     # Off: newer values of a fact no longer end older ones (what Cairn did before issue 20).
     supersede: bool = True
     weight_warm: float = Field(default=0.9, ge=0, le=1)

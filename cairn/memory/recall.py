@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 # How long a process trusts the authors it read for a tenant (see Recall.query_vector): a new
 # speaker's name is taken out of dense queries within this many seconds.
 AUTHORS_TTL = 60.0
+FEEDBACK_TERMS = 12
+"""Words of the best candidates a feedback search adds to the query (see Recall._feedback)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,17 +214,14 @@ class Recall:
         if vector is None and self.index is not None:
             vector = self.query_vector(search, scope)
         found = self.candidates(search, scope, pool, vector=vector, periods=periods)
-        if w.fusion == "score":
-            fused = fuse_scores([(w.weight_lexical, found.lexical), (w.weight_dense, found.dense)])
-        else:
-            fused = fuse(
-                [
-                    (w.weight_lexical, [mid for mid, _ in found.lexical]),
-                    (w.weight_dense, [mid for mid, _ in found.dense]),
-                ]
-            )
+        lists = [(w.weight_lexical, found.lexical), (w.weight_dense, found.dense)]
+        fused = self._fused(lists)
         if not fused:
             return []
+        if w.weight_feedback > 0 and not found.degraded:
+            more = self._feedback(scope, search, fused, pool)
+            if more:
+                fused = self._fused([*lists, (w.weight_feedback, more)])
         # Only the best fused candidates go on to the database: re-reading rows dominates the
         # latency of recall, and weighting nudges rather than reorders wholesale. A dated query
         # reads them all, since the date may lift one from far down the list.
@@ -276,6 +275,34 @@ class Recall:
                 )
                 for mid in ranked
             ]
+
+    def _fused(self, lists: list[tuple[float, list[tuple[int, float]]]]) -> dict[int, float]:
+        if self.weights.fusion == "score":
+            return fuse_scores(lists)
+        return fuse([(weight, [mid for mid, _ in found]) for weight, found in lists])
+
+    def _feedback(
+        self, scope: Scope, search: str, fused: dict[int, float], n: int
+    ) -> list[tuple[int, float]]:
+        """Pseudo-relevance feedback: a lexical search for ``search`` together with the words
+        of its best ``feedback_docs`` candidates (their speakers' names left out), which finds
+        what shares words with the answer's neighbours of topic rather than with the question
+        (a multi-hop question's second fact). Empty when it finds nothing new."""
+        best = sorted(fused, key=lambda mid: -fused[mid])[: self.weights.feedback_docs]
+        with self.db.engine.connect() as conn:
+            rows = list(conn.execute(self._statement(scope, "rows"), {"ids": best}))
+        asked = set(terms(search))
+        words: Counter[str] = Counter()
+        for row in rows:
+            named = speaker_terms(row.author) if row.author else frozenset()
+            words.update(t for t in term_set(row.text) if t not in asked and t not in named)
+        if not words or self.index is None:
+            return []
+        expanded = " ".join([search, search, *(t for t, _ in words.most_common(FEEDBACK_TERMS))])
+        try:
+            return self.index.search(expanded, scope.tenant, scope.agent, n, rooms=scope.rooms)
+        except IndexUnavailable:
+            return []
 
     def _about(
         self, conn: Connection, scope: Scope, fused: dict[int, float], query: str, boost: float

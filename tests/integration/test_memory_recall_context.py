@@ -189,3 +189,31 @@ def test_a_new_speakers_name_leaves_the_dense_query_once_the_authors_are_read_ag
     assert store.query_vector(question, OPS) == pytest.approx(
         embed(["What does cook?"])[0].tolist()
     )
+
+
+def test_a_turn_that_shares_no_word_with_the_question_is_found_through_the_best_match(
+    store: MemoryStore,
+) -> None:
+    # A second fact of a multi-hop question shares its topic with the first, not the question's
+    # words: the feedback search asks again with the words of the best matches (ADR 0039). The
+    # dense search is weighed out here, so that only the words can find it.
+    when = datetime(2024, 5, 1, 9, tzinfo=UTC)
+    _episode(
+        store, "kate: I signed up for the pottery course at the Lindenhof community hall", "a", when
+    )
+    answer = _episode(
+        store, "kate: Lindenhof community hall gave me a kiln slot on Thursdays", "b", when
+    )
+    for n in range(30):
+        _episode(store, f"tom: build farm queue {n} is long, agent {n} restarted", f"f{n}", when)
+    store.flush_outbox()
+    question = "what happens at the pottery course?"
+
+    def found(**weights: Any) -> list[int]:
+        ranked = _with(store, weight_dense=0.0, **weights).recall(
+            question, OPS, 5, now=LATER, touch=False
+        )
+        return [r.memory.id for r in ranked]
+
+    assert answer not in found(weight_feedback=0.0)
+    assert answer in found(weight_feedback=0.15, feedback_docs=2)
