@@ -107,7 +107,12 @@ def device_of(bot: Cairn) -> BotDevice:
 
 
 def files_of(folder: Path) -> dict[str, bytes]:
-    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+    """Every file of ``folder`` and its folders (the import requests' among them), by path."""
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
 
 
 async def send_encrypted(server: Synapse, person: User, bot_id: str, store: Path) -> str:
